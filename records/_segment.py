@@ -1,0 +1,31 @@
+"""The unit of work: train one trial from one step to another on g GPUs of one worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Segment(BaseModel):
+    """Train trial ``trial_id`` from ``start_step`` (exclusive) to ``stop_step`` (inclusive).
+
+    Travels as JSON in a broker message; the trainable is named by import path (or by a code
+    bundle in the experiment's storage), never pickled into the message.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: int = 1
+    segment_id: str
+    experiment_id: str
+    trial_id: str
+    trainable: str = Field(description="'package.module:function' or 'bundle:/path/to/file'")
+    params: dict[str, Any]
+    start_step: int = Field(ge=0)
+    stop_step: int = Field(ge=1)
+    gpus: int = Field(default=1, ge=0)
+    checkpoint_dir: str
+    events_key: str = Field(description="Redis stream the worker writes events to")
+    stop_key: str = Field(description="Redis set of segment ids asked to stop")
+    submitted_at: float = 0.0
