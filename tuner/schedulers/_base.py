@@ -83,3 +83,115 @@ class Scheduler(ABC):
     @property
     @abstractmethod
     def max_resource(self) -> int: ...
+
+
+@dataclass
+class _Trial:
+    status: TrialStatus = TrialStatus.RUNNING
+    step: int = 0      # last rung step reached; the next segment starts here
+    to_step: int = 0   # to_step of its latest job
+    value: float | None = None
+
+
+class _RungScheduler(Scheduler):
+    """Bookkeeping shared by the successive-halving schedulers: trials, rung values, lost jobs.
+
+    Subclasses decide promotions, either on demand (``_promotion``) or when a segment ends
+    (``_settle``, queueing them in ``_ready``).
+    """
+
+    def __init__(self, rungs: list[int], reduction_factor: int, mode: Mode, num_trials: int):
+        self.rungs = rungs
+        self.reduction_factor = reduction_factor
+        self.mode = mode
+        self.num_trials = num_trials
+        self._trials: dict[str, _Trial] = {}
+        self._values: list[list[tuple[str, float | None]]] = [[] for _ in rungs]  # per rung
+        self._lost: list[Job] = []   # segments to offer again, before anything else
+        self._ready: list[Job] = []  # promotions already decided, offered next
+
+    @property
+    def max_resource(self) -> int:
+        return self.rungs[-1]
+
+    def _promotion(self) -> Job | None:
+        """The promotion to offer now, without committing it."""
+        return None
+
+    def _settle(self) -> None:
+        """Called after every event that ends a segment."""
+
+    def _commit(self, job: Job) -> Job:
+        trial = self._trials.setdefault(job.trial_id, _Trial())
+        trial.status, trial.to_step = TrialStatus.RUNNING, job.to_step
+        return job
+
+    def _resume_job(self) -> Job | None:
+        """A lost job first, then a decided promotion, then ``_promotion()``; committed."""
+        if self._lost or self._ready:
+            return self._commit((self._lost or self._ready).pop(0))
+        job = self._promotion()
+        return None if job is None else self._commit(job)
+
+    def _new_job(self, new_trial_id: str) -> Job | None:
+        if len(self._trials) >= self.num_trials:
+            return None
+        return self._commit(Job(new_trial_id, self.rungs[0], new=True))
+
+    def next_job(self, new_trial_id: str) -> Job | None:
+        return self._resume_job() or self._new_job(new_trial_id)
+
+    def _running(self, trial_id: str) -> _Trial:
+        trial = self._trials[trial_id]
+        if trial.status is not TrialStatus.RUNNING:
+            raise ValueError(f"Trial {trial_id} is {trial.status}, not running")
+        return trial
+
+    def _record(self, trial_id: str, step: int, value: float | None) -> None:
+        trial = self._trials[trial_id]
+        trial.step, trial.value = step, value
+        if step in self.rungs:
+            self._values[self.rungs.index(step)].append((trial_id, value))
+
+    def on_rung(self, trial_id: str, step: int, value: float | None) -> None:
+        trial = self._running(trial_id)
+        if step != trial.to_step:
+            raise ValueError(f"Trial {trial_id} reported step {step}, not {trial.to_step}")
+        self._record(trial_id, step, value)
+        done = step == self.max_resource
+        trial.status = TrialStatus.COMPLETED if done else TrialStatus.PAUSED
+        self._settle()
+
+    def on_trial_end(self, trial_id: str, step: int, value: float | None, failed: bool) -> None:
+        trial = self._running(trial_id)
+        if failed:
+            trial.status = TrialStatus.FAILED
+        else:
+            self._record(trial_id, step, value)
+            trial.status = TrialStatus.COMPLETED
+        self._settle()
+
+    def on_job_lost(self, trial_id: str) -> None:
+        """Offer the same segment again before anything else (``new=False``: params exist)."""
+        trial = self._running(trial_id)
+        trial.status = TrialStatus.PAUSED
+        self._lost.append(Job(trial_id, trial.to_step))
+
+    def status(self, trial_id: str) -> TrialStatus:
+        return self._trials[trial_id].status
+
+    def is_finished(self) -> bool:
+        return (
+            len(self._trials) >= self.num_trials
+            and not self._lost
+            and not self._ready
+            and all(t.status is not TrialStatus.RUNNING for t in self._trials.values())
+            and self._promotion() is None
+        )
+
+    def finalize(self) -> None:
+        self._lost.clear()
+        self._ready.clear()
+        for trial in self._trials.values():
+            if trial.status is TrialStatus.PAUSED:
+                trial.status = TrialStatus.PRUNED

@@ -1,0 +1,104 @@
+"""Money: per-instance per-second billing with a minimum, and a hard cost budget.
+
+Spend is what the provider would bill if every instance stopped now: per-second from launch to
+termination, never less than the billing minimum. Committed spend adds what running instances
+will cost until the work already given to them ends. The controller asks :meth:`can_commit`
+before starting work and :meth:`must_stop` on every tick, so spend never passes the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DEFAULT_MINIMUM_S = 60.0
+
+
+@dataclass
+class _Account:
+    price_per_hour: float
+    start: float
+    end: float | None = None
+    busy_until: float = 0.0
+
+
+def billed(price_per_hour: float, seconds: float, minimum_s: float = DEFAULT_MINIMUM_S) -> float:
+    """What ``seconds`` of one instance costs: per whole second, at least ``minimum_s``."""
+    return price_per_hour / 3600.0 * max(minimum_s, math.ceil(max(seconds, 0.0) - 1e-9))
+
+
+class Ledger:
+    def __init__(self, budget_usd: float | None, minimum_s: float = DEFAULT_MINIMUM_S) -> None:
+        if budget_usd is not None and not (budget_usd >= 0 and math.isfinite(budget_usd)):
+            raise ValueError(f"budget_usd must be a non-negative number, got {budget_usd!r}")
+        self.budget_usd = budget_usd
+        self.minimum_s = minimum_s
+        self._accounts: dict[str, _Account] = {}
+
+    # -- instances -------------------------------------------------------------------------
+    def open(self, instance_id: str, price_per_hour: float, t: float) -> None:
+        self._accounts[instance_id] = _Account(price_per_hour, t, busy_until=t)
+
+    def close(self, instance_id: str, t: float) -> None:
+        acct = self._accounts.get(instance_id)
+        if acct is not None and acct.end is None:
+            acct.end = t
+
+    def reserve(self, instance_id: str, until: float) -> None:
+        """The instance will be busy (and so kept, and paid) until ``until``."""
+        acct = self._accounts[instance_id]
+        acct.busy_until = max(acct.busy_until, until)
+
+    def running(self) -> list[str]:
+        return [i for i, a in self._accounts.items() if a.end is None]
+
+    def price_of(self, instance_id: str) -> float:
+        return self._accounts[instance_id].price_per_hour
+
+    # -- money -----------------------------------------------------------------------------
+    def spent(self, t: float) -> float:
+        """Billed so far: closed instances in full, running ones as if stopped at ``t``."""
+        return sum(
+            billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start, self.minimum_s)
+            for a in self._accounts.values()
+        )
+
+    def instance_cost(self, instance_id: str, t: float) -> float:
+        a = self._accounts[instance_id]
+        return billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start,
+                      self.minimum_s)
+
+    def committed(self, t: float, extra: dict[str, float] | None = None) -> float:
+        """Spend if each running instance stops once its reserved work is done (or now).
+
+        ``extra`` maps instance ids to a further busy-until time being considered.
+        """
+        extra = extra or {}
+        total = 0.0
+        for iid, a in self._accounts.items():
+            end = a.end
+            if end is None:
+                end = max(t, a.busy_until, extra.get(iid, t))
+            total += billed(a.price_per_hour, end - a.start, self.minimum_s)
+        return total
+
+    def rate_per_s(self) -> float:
+        return sum(a.price_per_hour for a in self._accounts.values() if a.end is None) / 3600.0
+
+    def can_launch(self, price_per_hour: float, t: float) -> bool:
+        """Whether one more instance's billing minimum fits on top of what is committed."""
+        if self.budget_usd is None:
+            return True
+        return self.committed(t) + billed(price_per_hour, 0.0, self.minimum_s) <= self.budget_usd
+
+    def can_commit(self, instance_id: str, until: float, t: float) -> bool:
+        """Whether keeping ``instance_id`` busy until ``until`` fits in the budget."""
+        if self.budget_usd is None:
+            return True
+        return self.committed(t, {instance_id: until}) <= self.budget_usd
+
+    def must_stop(self, t: float, reaction_s: float) -> bool:
+        """True when stopping everything ``reaction_s`` from now is the last safe moment."""
+        if self.budget_usd is None:
+            return False
+        return self.committed(t + reaction_s) > self.budget_usd

@@ -1,0 +1,51 @@
+import pytest
+
+from budgets import Ledger, billed
+
+
+def test_billing_is_per_second_with_a_sixty_second_minimum():
+    assert billed(3.6, 0) == pytest.approx(0.06)        # the minimum: 60 s at 3.6 $/h
+    assert billed(3.6, 59.2) == pytest.approx(0.06)
+    assert billed(3.6, 60.0) == pytest.approx(0.06)
+    assert billed(3.6, 60.2) == pytest.approx(0.061)    # 61 whole seconds
+    assert billed(3.6, 3600) == pytest.approx(3.6)
+
+
+def test_spent_counts_running_instances_until_now_and_closed_ones_until_close():
+    ledger = Ledger(budget_usd=None)
+    ledger.open("a", 3.6, t=0)
+    ledger.open("b", 3.6, t=10)
+    assert ledger.spent(30) == pytest.approx(0.12)      # both inside their minimum
+    ledger.close("a", 100)
+    assert ledger.spent(200) == pytest.approx(0.1 + 0.19)
+    assert ledger.running() == ["b"]
+
+
+def test_launch_is_refused_when_its_minimum_would_pass_the_budget():
+    ledger = Ledger(budget_usd=0.1)
+    assert ledger.can_launch(3.6, 0)
+    ledger.open("a", 3.6, 0)
+    assert not ledger.can_launch(3.6, 0)                # 0.06 + 0.06 > 0.1
+
+
+def test_commitments_count_reserved_busy_time():
+    ledger = Ledger(budget_usd=1.0)
+    ledger.open("a", 36.0, 0)                            # 0.01 $/s
+    assert ledger.can_commit("a", until=90, t=0)         # 0.90
+    assert not ledger.can_commit("a", until=101, t=0)    # 1.01
+    ledger.reserve("a", 90)
+    assert ledger.committed(10) == pytest.approx(0.9)
+
+
+def test_must_stop_fires_before_spend_can_pass_the_budget():
+    ledger = Ledger(budget_usd=1.0)
+    ledger.open("a", 36.0, 0)
+    assert not ledger.must_stop(80, reaction_s=15)      # 0.95 at t + reaction
+    assert ledger.must_stop(90, reaction_s=15)          # 1.05 at t + reaction
+    ledger.close("a", 90)
+    assert ledger.spent(1000) <= 1.0
+
+
+def test_bad_budget_is_rejected():
+    with pytest.raises(ValueError, match="budget_usd"):
+        Ledger(budget_usd=-1)

@@ -1,0 +1,379 @@
+"""Schedulers against the ASHA and Hyperband papers, and against Optuna's successive halving."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+
+import optuna
+import pytest
+from optuna.pruners._successive_halving import _is_trial_promotable_to_next_rung
+from optuna.study import StudyDirection
+
+from tuner.schedulers import (
+    ASHA,
+    Hyperband,
+    Job,
+    SuccessiveHalving,
+    TrialStatus,
+    make_scheduler,
+    promotable,
+    rung_steps,
+)
+from tuner.schedulers._hyperband import scale_sizes
+from tuner.schedulers._rungs import hyperband_brackets, sha_sizes
+
+
+def drive(scheduler, value, slots=4, seed=0, fail=0.0):
+    """Run ``scheduler`` to the end with ``slots`` workers finishing in random order.
+
+    Returns the event log: ``("job", Job)`` when offered, ``("rung", trial_id, step, value)``.
+    """
+    rng = random.Random(seed)
+    log, running, new_ids = [], [], 0
+    while True:
+        while len(running) < slots:
+            job = scheduler.next_job(f"t{new_ids}")
+            if job is None:
+                break
+            new_ids += job.new
+            log.append(("job", job))
+            running.append(job)
+        if not running:
+            break
+        job = running.pop(rng.randrange(len(running)))
+        if rng.random() < fail:
+            scheduler.on_trial_end(job.trial_id, job.to_step - 1, None, failed=True)
+        else:
+            v = value(job.trial_id, job.to_step)
+            log.append(("rung", job.trial_id, job.to_step, v))
+            scheduler.on_rung(job.trial_id, job.to_step, v)
+    assert scheduler.is_finished()
+    scheduler.finalize()
+    return log
+
+
+def jobs_of(log):
+    return [event[1] for event in log if event[0] == "job"]
+
+
+def noisy_curve(seed):
+    """A learning curve per trial: a hidden quality plus noise that shrinks with the step."""
+    rng = random.Random(seed)
+    quality = defaultdict(rng.random)
+    return lambda trial_id, step: quality[trial_id] + rng.gauss(0, 0.3 / math.sqrt(step))
+
+
+# --- rung arithmetic -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("r", "R", "eta", "expected"),
+    [
+        (1, 27, 3, [1, 3, 9, 27]),
+        (1, 81, 3, [1, 3, 9, 27, 81]),
+        (1, 10, 3, [1, 3, 9, 10]),
+        (2, 64, 2, [2, 4, 8, 16, 32, 64]),
+        (5, 5, 3, [5]),
+    ],
+)
+def test_rung_steps(r, R, eta, expected):
+    assert rung_steps(r, R, eta) == expected
+
+
+def test_sha_sizes_and_segments_per_rung():
+    assert sha_sizes(27, 4, 3) == [27, 9, 3, 1]
+    assert sha_sizes(10, 4, 3) == [10, 3, 1, 1]
+    sha = SuccessiveHalving(1, 27, 3)
+    assert sha.sizes == [27, 9, 3, 1]
+    jobs = jobs_of(drive(sha, noisy_curve(1), slots=5, seed=2))
+    per_rung = Counter(job.to_step for job in jobs)
+    assert [per_rung[step] for step in sha.rungs] == [27, 9, 3, 1]
+    completed = [t for t in {j.trial_id for j in jobs} if sha.status(t) is TrialStatus.COMPLETED]
+    assert len(completed) == 1
+
+
+def test_hyperband_brackets_match_jmlr_table_1():
+    brackets = hyperband_brackets(1, 81, 3)
+    assert [n for n, _ in brackets] == [81, 34, 15, 8, 5]
+    assert [r for _, r in brackets] == [1, 3, 9, 27, 81]
+
+
+# --- promotable: the ASHA rule, and Optuna's ------------------------------------------------
+
+
+def test_promotable_paper_rule():
+    # Fewer than eta values: nothing promotable (ASHA pauses instead).
+    assert not promotable(1.0, [1.0, 0.0], 3, "max")
+    # n = 5, eta = 2: the top floor(5/2) = 2 are promotable.
+    values = [0.1, 0.5, 0.3, 0.9, 0.7]
+    assert [promotable(v, values, 2, "max") for v in values] == [False, False, False, True, True]
+    assert [promotable(v, values, 2, "min") for v in values] == [True, False, True, False, False]
+    # Ties at the cut-off are all promotable, whatever the order.
+    assert promotable(0.5, [0.5, 0.5, 0.1], 3, "max")
+
+
+def test_nan_and_none_rank_worst():
+    for mode in ("min", "max"):
+        assert not promotable(math.nan, [math.nan, math.nan, math.nan], 3, mode)
+        assert not promotable(None, [None, 1.0, 2.0], 3, mode)
+        assert promotable(5.0, [math.nan, 5.0, None], 3, mode)
+    assert promotable(-1e9, [-1e9, math.nan, None, math.nan], 2, "max")
+
+
+def test_promotable_agrees_with_optuna():
+    rng = random.Random(0)
+    for _ in range(2000):
+        eta = rng.choice([2, 3, 4])
+        n = rng.randint(eta, 40)  # n < eta: Optuna promotes the best, ASHA pauses (not compared)
+        if rng.random() < 0.5:
+            competing = [float(rng.randint(0, 5)) for _ in range(n)]  # many ties
+        else:
+            competing = [rng.uniform(-10, 10) for _ in range(n)]
+        value = rng.choice(competing)
+        for mode, direction in (("max", StudyDirection.MAXIMIZE), ("min", StudyDirection.MINIMIZE)):
+            expected = _is_trial_promotable_to_next_rung(value, list(competing), eta, direction)
+            assert promotable(value, competing, eta, mode) == expected, (value, competing, eta)
+
+
+@pytest.mark.parametrize("direction", ["maximize", "minimize"])
+def test_study_promotions_agree_with_optuna(direction):
+    """Trials arrive one at a time; each decision is taken when the trial reaches the rung."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rungs, eta, n_trials = [1, 3, 9, 27], 3, 60
+    rng = random.Random(7)
+    curve = {(t, s): rng.random() for t in range(n_trials) for s in rungs}
+    decisions = []  # (trial, rung index, promoted) in the order Optuna decides
+
+    def objective(trial):
+        for step in range(1, rungs[-1] + 1):
+            value = curve.get((trial.number, step), 0.0)
+            trial.report(value, step)
+            pruned = trial.should_prune()
+            if step in rungs:
+                decisions.append((trial.number, rungs.index(step), not pruned))
+            if pruned:
+                raise optuna.TrialPruned()
+        return value
+
+    pruner = optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=1, reduction_factor=eta, min_early_stopping_rate=0
+    )
+    study = optuna.create_study(direction=direction, pruner=pruner)
+    study.optimize(objective, n_trials=n_trials)
+
+    mode = "max" if direction == "maximize" else "min"
+    at_rung = [[] for _ in rungs]
+    compared = Counter()
+    for trial, k, promoted in decisions:
+        value = curve[(trial, rungs[k])]
+        at_rung[k].append(value)
+        if len(at_rung[k]) >= eta:  # Optuna promotes the best of the first eta - 1 instead
+            assert promotable(value, at_rung[k], eta, mode) == promoted, (trial, k)
+            compared[k] += 1
+    assert compared[0] == n_trials - eta + 1 and compared[1] > 0
+
+
+# --- ASHA -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+@pytest.mark.parametrize("seed", range(5))
+def test_asha_simulated_sweep(mode, seed):
+    asha = ASHA(1, 81, 3, mode=mode)
+    assert asha.num_trials == 81
+    log = drive(asha, noisy_curve(seed), slots=4, seed=seed)
+    jobs = jobs_of(log)
+    assert sum(job.new for job in jobs) == asha.num_trials
+
+    step = {}  # trial -> rung step reached, replayed from the log
+    at_rung = defaultdict(list)  # rung step -> values recorded there, in order
+    promotions, value_at = Counter(), {}
+    for event in log:
+        if event[0] == "rung":
+            _, trial_id, rung, value = event
+            step[trial_id] = rung
+            at_rung[rung].append(value)
+            value_at[trial_id, rung] = value
+            continue
+        job = event[1]
+        if job.new:
+            assert job.to_step == asha.rungs[0] and job.trial_id not in step
+            continue
+        # A promotion continues from the trial's rung to exactly the next one.
+        here = step[job.trial_id]
+        assert job.to_step == asha.rungs[asha.rungs.index(here) + 1]
+        assert promotable(value_at[job.trial_id, here], at_rung[here], 3, mode)
+        promotions[job.to_step] += 1
+
+    for trial_id in step:
+        to_steps = [job.to_step for job in jobs if job.trial_id == trial_id]
+        assert to_steps == asha.rungs[: len(to_steps)]  # strictly along the rungs, none skipped
+        status = asha.status(trial_id)
+        assert status is (TrialStatus.COMPLETED if step[trial_id] == 81 else TrialStatus.PRUNED)
+    for lower, upper in zip(asha.rungs, asha.rungs[1:], strict=False):
+        assert promotions[upper] <= len(at_rung[lower])
+    assert len(at_rung[81]) >= 1
+    assert asha.next_job("t-after") is None
+
+
+def test_asha_promotes_as_in_the_paper():
+    asha = ASHA(1, 9, 3)
+    for i, value in enumerate([0.5, 0.7]):
+        job = asha.next_job(f"t{i}")
+        asha.on_rung(job.trial_id, job.to_step, value)
+    assert asha.next_job("t2") == Job("t2", 1, new=True)  # n = 2 < eta: nothing promotable
+    asha.on_rung("t2", 1, 0.9)
+    assert asha.next_job("t3") == Job("t2", 3)  # top floor(3/3) = 1 of rung 0
+    assert asha.status("t2") is TrialStatus.RUNNING
+    assert asha.next_job("t3") == Job("t3", 1, new=True)  # t2 already promoted
+
+
+def test_asha_lost_job_is_offered_again_first():
+    asha = ASHA(1, 9, 3, num_trials=4)
+    for i, value in enumerate([0.1, 0.2, 0.9]):
+        job = asha.next_job(f"t{i}")
+        asha.on_rung(job.trial_id, job.to_step, value)
+    assert asha.next_job("t3") == Job("t2", 3)
+    asha.on_job_lost("t2")
+    assert asha.status("t2") is TrialStatus.PAUSED and not asha.is_finished()
+    assert asha.next_job("t3") == Job("t2", 3)
+    new = asha.next_job("t3")
+    asha.on_job_lost("t3")
+    assert asha.next_job("t4") == Job("t3", 1)  # re-offered, params already sampled
+    assert new == Job("t3", 1, new=True)
+
+
+def test_asha_failed_and_ended_trials():
+    asha = ASHA(1, 9, 3, num_trials=3)
+    jobs = [asha.next_job(f"t{i}") for i in range(3)]
+    asha.on_trial_end("t0", 0, None, failed=True)
+    asha.on_trial_end("t1", 0, 0.3, failed=False)
+    assert asha.status("t0") is TrialStatus.FAILED
+    assert asha.status("t1") is TrialStatus.COMPLETED
+    assert jobs[2] == Job("t2", 1, new=True)
+    asha.on_rung("t2", 1, 1.0)
+    assert asha.next_job("t3") is None  # one value at rung 0 < eta
+    assert asha.is_finished()
+    asha.finalize()
+    assert asha.status("t2") is TrialStatus.PRUNED
+    with pytest.raises(ValueError, match="not running"):
+        asha.on_rung("t2", 3, 1.0)
+
+
+def test_asha_never_promotes_nan():
+    asha = ASHA(1, 3, 3)
+    for i in range(3):
+        job = asha.next_job(f"t{i}")
+        asha.on_rung(job.trial_id, job.to_step, math.nan)
+    assert asha.is_finished()
+
+
+# --- synchronous SHA --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_sha_waits_for_stragglers_then_prunes_at_once(mode):
+    sha = SuccessiveHalving(1, 9, 3, mode=mode)
+    jobs = [sha.next_job(f"t{i}") for i in range(9)]
+    assert all(job.new and job.to_step == 1 for job in jobs)
+    assert sha.next_job("t9") is None
+    values = [3.0, 8.0, math.nan, 1.0, 5.0, 7.0, 2.0, 6.0, None]
+    for job, value in zip(jobs[:-1], values[:-1], strict=True):
+        sha.on_rung(job.trial_id, job.to_step, value)
+    assert sha.next_job("t9") is None  # t8 still running
+    assert all(sha.status(f"t{i}") is TrialStatus.PAUSED for i in range(8))
+    sha.on_rung("t8", 1, None)
+    promoted = [sha.next_job("t9") for _ in range(3)]
+    expected = ["t1", "t5", "t7"] if mode == "max" else ["t3", "t6", "t0"]
+    assert promoted == [Job(t, 3) for t in expected]
+    pruned = [f"t{i}" for i in range(9) if sha.status(f"t{i}") is TrialStatus.PRUNED]
+    assert sorted(pruned) == sorted({f"t{i}" for i in range(9)} - set(expected))
+
+
+def test_sha_with_failures_finishes():
+    sha = SuccessiveHalving(1, 27, 3, mode="min")
+    log = drive(sha, noisy_curve(3), slots=3, seed=3, fail=0.2)
+    statuses = Counter(sha.status(job.trial_id) for job in jobs_of(log) if job.new)
+    assert statuses[TrialStatus.RUNNING] == statuses[TrialStatus.PAUSED] == 0
+    assert statuses[TrialStatus.FAILED] > 0
+
+
+# --- Hyperband --------------------------------------------------------------------------------
+
+
+def test_hyperband_brackets_run_to_completion():
+    hb = Hyperband(1, 81, 3)
+    assert hb.bracket_sizes == [81, 34, 15, 8, 5]
+    assert [b.rungs for b in hb.brackets][::2] == [[1, 3, 9, 27, 81], [9, 27, 81], [81]]
+    log = drive(hb, noisy_curve(4), slots=8, seed=4)
+    jobs = jobs_of(log)
+    assert sum(job.new for job in jobs) == 143
+    bracket_of = {job.trial_id: job.bracket for job in jobs if job.new}
+    assert all(job.bracket == bracket_of[job.trial_id] for job in jobs)
+    for i, bracket in enumerate(hb.brackets):
+        per_rung = Counter(job.to_step for job in jobs if job.bracket == i)
+        sizes = sha_sizes(hb.bracket_sizes[i], len(bracket.rungs), 3)
+        assert [per_rung[step] for step in bracket.rungs] == sizes
+    assert hb.is_finished()
+
+
+def test_hyperband_prefers_promotions_then_the_emptiest_bracket():
+    hb = Hyperband(1, 9, 3, num_trials=7)
+    assert hb.bracket_sizes == [4, 2, 1]
+    first = [hb.next_job(f"t{i}") for i in range(4)]
+    assert [job.bracket for job in first] == [0, 0, 0, 1]  # unfilled 4,2,1 -> 3,2,1 -> 2,2,1
+    for job in first[:3]:
+        hb.on_rung(job.trial_id, job.to_step, 1.0)
+    assert hb.next_job("t4") == Job("t4", 1, bracket=0, new=True)
+    hb.on_rung("t4", 1, 2.0)
+    assert hb.next_job("t5") == Job("t4", 3, bracket=0)  # bracket 0 decided: promotion first
+    assert hb.status("t0") is TrialStatus.PRUNED
+
+
+@pytest.mark.parametrize("total", [1, 3, 5, 6, 20, 100, 143, 500])
+def test_hyperband_scaled_sizes(total):
+    sizes = scale_sizes([81, 34, 15, 8, 5], total)
+    assert sum(sizes) == total and min(sizes) >= 1
+    assert len(sizes) == min(total, 5)
+    assert sizes == sorted(sizes, reverse=True)
+    if total == 143:
+        assert sizes == [81, 34, 15, 8, 5]
+    assert Hyperband(1, 81, 3, num_trials=total).bracket_sizes == sizes
+
+
+# --- validation and factory ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((1, 27, 1), "The value of reduction_factor is 1, but must be reduction_factor >= 2"),
+        ((0, 27, 3), "The value of min_resource is 0, but must be min_resource >= 1"),
+        ((9, 3, 3), "The value of max_resource is 3, but must be max_resource >= min_resource"),
+        ((1.5, 27, 3), "The value of min_resource is 1.5, but must be an int"),
+        ((1, 27, 3, "maximize"), "The value of mode is 'maximize', but must be 'min' or 'max'"),
+        ((1, 27, 3, "max", 0), "The value of num_trials is 0, but must be None or num_trials >= 1"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["asha", "sha", "hyperband"])
+def test_validation_names_the_field(kind, args, message):
+    with pytest.raises(ValueError, match=message):
+        make_scheduler(kind, *args)
+
+
+def test_validation_reports_every_bad_argument():
+    with pytest.raises(ValueError) as error:
+        ASHA(0, 27, 1)
+    assert "min_resource" in str(error.value) and "reduction_factor" in str(error.value)
+    with pytest.raises(ValueError, match="reduction_factor"):
+        rung_steps(1, 27, 1)
+
+
+def test_factory():
+    assert isinstance(make_scheduler("asha", 1, 27, 3, "max", None), ASHA)
+    assert isinstance(make_scheduler("sha", 1, 27, 3, "min", 10), SuccessiveHalving)
+    assert isinstance(make_scheduler("hyperband", 1, 27, 3, "max", None), Hyperband)
+    with pytest.raises(ValueError, match="'asha', 'hyperband', 'sha'"):
+        make_scheduler("bohb", 1, 27, 3, "max", None)

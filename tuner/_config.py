@@ -1,0 +1,608 @@
+"""The sweep configuration: one validated model, read from sweep.yaml, a dict or ``tune`` keywords.
+
+Everything a user writes is checked here, once, and every mistake becomes a :class:`ConfigError`
+that names the field, what was given and what is allowed; code past this point trusts the config.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import BaseSampler, GridSampler
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tuner._duration import parse_duration, parse_money
+from tuner._errors import ConfigError
+from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
+
+SAMPLERS = ("tpe", "random", "grid")
+_TRAINABLE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# The keys a user writes at the top of a sweep; ``time_budget``/``cost_budget`` are the keyword
+# spellings of ``tune``, ``time_budget_s``/``cost_budget_usd``/``base_dir`` what the model stores.
+TOP_LEVEL_KEYS = (
+    "name", "trainable", "metric", "mode", "space", "scheduler", "num_trials", "sampler",
+    "provider", "budget", "seed", "gpus_per_trial", "max_failures",
+)  # fmt: skip
+_ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir")
+
+
+def _check_keys(data: Mapping, allowed: Iterable[str], prefix: str, shown: Iterable[str]) -> None:
+    allowed, shown = set(allowed), list(shown)
+    for key in data:
+        if isinstance(key, str) and key in allowed:
+            continue
+        if not isinstance(key, str):
+            message = f"keys must be strings; got {key!r}"
+        else:
+            close = difflib.get_close_matches(key, shown, n=1)
+            message = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
+        raise ConfigError(f"{prefix}{key}", f"{message}; allowed: {', '.join(shown)}")
+
+
+def _given(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind, ctx, got = error["type"], error.get("ctx") or {}, _given(error.get("input"))
+    if kind == "missing":
+        return "is required"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}; got {got}"
+    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than": "<",
+              "less_than_equal": "<="}  # fmt: skip
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "?")
+        return f"must be {bounds[kind]} {limit}; got {got}"
+    msg = str(error["msg"])
+    return f"{msg[:1].lower()}{msg[1:]}; got {got}"
+
+
+def _config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
+    """One ConfigError from all of pydantic's errors: the first names the field, all are listed."""
+    items: list[tuple[str, str]] = []
+    for error in exc.errors():
+        inner = (error.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):  # raised by our validators: already has its full field
+            items.extend(inner.errors)
+            continue
+        loc = ([prefix] if prefix else []) + [str(part) for part in error["loc"]]
+        items.append((".".join(loc) or prefix or "config", _describe(error)))
+    field, message = items[0]
+    if len(items) > 1:
+        message += "; also " + "; ".join(f"{f}: {m}" for f, m in items[1:])
+    return ConfigError(field, message, items)
+
+
+class _Model(BaseModel):
+    """Unknown keys and invalid values raise ConfigError, also when a model is built directly."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    _key: ClassVar[str] = ""  # where this section sits in a sweep, for error fields
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(exc, type(self)._key) from None
+
+
+class _Section(_Model):
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            _check_keys(data, cls.model_fields, f"{cls._key}.", cls.model_fields)
+        return data
+
+
+class SchedulerConfig(_Section):
+    """Successive halving over integer steps: ASHA (async), SHA (sync) or Hyperband brackets.
+
+    ``min_resource``/``max_resource`` are steps of the trainable (``ctx.steps()``); rungs sit at
+    ``min_resource * reduction_factor**k`` (Li et al., "A System for Massively Parallel
+    Hyperparameter Tuning", MLSys 2020).
+    """
+
+    _key: ClassVar[str] = "scheduler"
+
+    type: Literal["asha", "sha", "hyperband"] = "asha"
+    min_resource: int = Field(1, ge=1, strict=True)
+    max_resource: int = Field(ge=1, strict=True)
+    reduction_factor: int = Field(3, ge=2, strict=True)
+
+    @field_validator("max_resource")
+    @classmethod
+    def _max_at_least_min(cls, value: int, info: Any) -> int:
+        low = info.data.get("min_resource")
+        if low is not None and value < low:
+            raise ConfigError(
+                "scheduler.max_resource",
+                f"is {value}, but must be max_resource >= min_resource ({low})",
+            )
+        return value
+
+
+class ProviderConfig(_Section):
+    """Where workers run: local processes, or AWS/GCP VMs (the cloud keys are for those)."""
+
+    _key: ClassVar[str] = "provider"
+
+    type: Literal["local", "aws", "gcp"] = "local"
+    workers: int = Field(2, ge=1, strict=True)
+    slots: int = Field(1, ge=1, strict=True)  # GPUs (trial slots) per worker
+    price_per_hour: float = Field(1.0, ge=0, strict=True, allow_inf_nan=False)
+    region: str | None = Field(None, min_length=1, strict=True)
+    zone: str | None = Field(None, min_length=1, strict=True)
+    project: str | None = Field(None, min_length=1, strict=True)
+    instance_types: list[str] | None = Field(None, min_length=1, strict=True)
+    machine_types: list[str] | None = Field(None, min_length=1, strict=True)
+    spot: bool = Field(False, strict=True)
+
+    @model_validator(mode="after")
+    def _cloud_keys_match_type(self) -> ProviderConfig:
+        if self.type == "aws" and self.machine_types is not None:
+            raise ConfigError(
+                "provider.machine_types", "is for gcp; aws takes instance_types (e.g. [g5.xlarge])"
+            )
+        if self.type == "gcp" and self.instance_types is not None:
+            raise ConfigError(
+                "provider.instance_types",
+                "is for aws; gcp takes machine_types (e.g. [g2-standard-4])",
+            )
+        return self
+
+
+def _callable_ref(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"<callable {module}:{qualname}>"
+
+
+def _check_signature(fn: Callable[..., Any], label: str) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins and some C callables: nothing to check
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        raise ConfigError(
+            "trainable",
+            f"{label} must accept two positional arguments (params, ctx); "
+            f"its signature is {signature}",
+        ) from None
+
+
+def _default_name(trainable: object) -> str:
+    parts: list[str] = []
+    if isinstance(trainable, str) and ":" in trainable:
+        module, _, attr = trainable.partition(":")
+        parts = [module.rsplit(".", 1)[-1], attr.rsplit(".", 1)[-1]]
+    elif callable(trainable):
+        module = getattr(trainable, "__module__", None) or ""
+        qualname = getattr(trainable, "__qualname__", None) or type(trainable).__name__
+        if module not in ("__main__", "builtins"):
+            parts.append(module.rsplit(".", 1)[-1])
+        parts.append(qualname.rsplit(".", 1)[-1])
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts)).strip("-.")[:64].strip("-.")
+    return name or "sweep"
+
+
+def resolve_trainable(
+    spec: str | Callable[..., Any], search_path: Iterable[str | os.PathLike] | None = None
+) -> Callable[..., Any]:
+    """The trainable function named by ``spec`` (``"package.module:function"``), or ``spec`` itself.
+
+    For the import attempt, the directories in ``search_path`` (e.g. the sweep YAML's directory)
+    and the current directory are put in front of ``sys.path``; they are taken out again after.
+    The result must accept two positional arguments ``(params, ctx)``. Every failure is a
+    :class:`ConfigError` with field ``trainable`` that says what failed.
+
+    Example:
+        >>> resolve_trainable("operator:add").__name__
+        'add'
+    """
+    if callable(spec) and not isinstance(spec, str):
+        _check_signature(spec, _callable_ref(spec))
+        return spec
+    if not isinstance(spec, str) or not _TRAINABLE.fullmatch(spec):
+        raise ConfigError(
+            "trainable",
+            f"expected a callable or an import path 'package.module:function'; got {_given(spec)}",
+        )
+    module_name, _, attr = spec.partition(":")
+    dirs = [os.fspath(Path(p).resolve()) for p in (search_path or ())] + [os.getcwd()]
+    added = [d for d in dict.fromkeys(dirs) if d not in sys.path]
+    sys.path[:0] = added
+    try:
+        importlib.invalidate_caches()
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise ConfigError(
+                "trainable",
+                f"cannot import module {module_name!r} of {spec!r} ({exc}); looked in sys.path "
+                f"and {', '.join(dict.fromkeys(dirs))}",
+            ) from exc
+        raise ConfigError(
+            "trainable", f"importing module {module_name!r} of {spec!r} failed: {exc}"
+        ) from exc
+    except Exception as exc:  # the user's module raised while being imported
+        raise ConfigError(
+            "trainable",
+            f"importing module {module_name!r} of {spec!r} raised {type(exc).__name__}: {exc}",
+        ) from exc
+    finally:
+        for d in added:
+            if d in sys.path:
+                sys.path.remove(d)
+    target: Any = module
+    for i, part in enumerate(attr.split(".")):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            owner = module_name if i == 0 else f"{module_name}:{'.'.join(attr.split('.')[:i])}"
+            raise ConfigError(
+                "trainable", f"{owner!r} has no attribute {part!r} (from {spec!r})"
+            ) from None
+    if not callable(target):
+        raise ConfigError("trainable", f"{spec!r} is not callable; it is a {type(target).__name__}")
+    _check_signature(target, repr(spec))
+    return target
+
+
+def _one_source(sources: list[tuple[str, Any]], what: str) -> tuple[str, Any] | None:
+    if len(sources) > 1:
+        raise ConfigError(
+            sources[1][0], f"the {what} is given twice ({sources[0][0]} and {sources[1][0]})"
+        )
+    return sources[0] if sources else None
+
+
+class SweepConfig(_Model):
+    """A validated sweep: the same schema as sweep.yaml (see INTERFACES.md).
+
+    Build it with :func:`load_sweep`; building it directly works too. ``space`` holds parsed
+    dimensions (Optuna distributions, :class:`~tuner._space.Grid` markers, fixed values);
+    the YAML ``budget: {time, cost}`` lands in ``time_budget_s``/``cost_budget_usd``.
+    """
+
+    name: str
+    trainable: str | Callable[..., Any]
+    metric: str = Field(min_length=1, strict=True)
+    mode: Literal["min", "max"] = "max"
+    space: dict[str, Any]
+    scheduler: SchedulerConfig
+    num_trials: int | None = Field(None, ge=1, strict=True)
+    sampler: Literal["tpe", "random", "grid"] | BaseSampler = "tpe"
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    time_budget_s: float | None = None
+    cost_budget_usd: float | None = None
+    seed: int | None = Field(None, ge=0, lt=2**32, strict=True)
+    gpus_per_trial: int = Field(1, ge=0, strict=True)
+    max_failures: int = Field(3, ge=0, strict=True)
+    # The sweep YAML's directory: relative imports and paths resolve from it. Not part of the
+    # sweep's identity, so model_dump leaves it out.
+    base_dir: Path | None = Field(None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        _check_keys(data, TOP_LEVEL_KEYS + _ALSO_ACCEPTED, "", TOP_LEVEL_KEYS)
+        data = dict(data)
+        times: list[tuple[str, Any]] = []
+        costs: list[tuple[str, Any]] = []
+        if "budget" in data:
+            budget = data.pop("budget")
+            budget = {} if budget is None else budget
+            if not isinstance(budget, Mapping):
+                raise ConfigError(
+                    "budget", f"expected a mapping like {{time: 10m, cost: 2.0}}; got {budget!r}"
+                )
+            _check_keys(budget, ("time", "cost"), "budget.", ("time", "cost"))
+            times += [("budget.time", budget["time"])] if "time" in budget else []
+            costs += [("budget.cost", budget["cost"])] if "cost" in budget else []
+        times += [(k, data.pop(k)) for k in ("time_budget", "time_budget_s") if k in data]
+        costs += [(k, data.pop(k)) for k in ("cost_budget", "cost_budget_usd") if k in data]
+        time_source = _one_source(times, "time budget")
+        cost_source = _one_source(costs, "cost budget")
+        data["time_budget_s"] = parse_duration(*time_source[::-1]) if time_source else None
+        data["cost_budget_usd"] = parse_money(*cost_source[::-1]) if cost_source else None
+        if data.get("name") is None:
+            data["name"] = _default_name(data.get("trainable"))
+        if data.get("provider") is None:
+            data.pop("provider", None)
+        elif isinstance(data["provider"], str):
+            data["provider"] = {"type": data["provider"]}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not _NAME.fullmatch(value) or set(value) == {"."}:
+            raise ConfigError(
+                "name",
+                f"must be 1 to 64 of the characters A-Z a-z 0-9 . _ - (not only dots); "
+                f"got {_given(value)}",
+            )
+        return value
+
+    @field_validator("trainable", mode="before")
+    @classmethod
+    def _trainable_shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not _TRAINABLE.fullmatch(value):
+                raise ConfigError(
+                    "trainable",
+                    f"expected an import path 'package.module:function'; got {_given(value)}",
+                )
+            return value
+        if callable(value):
+            _check_signature(value, _callable_ref(value))
+            return value
+        raise ConfigError(
+            "trainable",
+            "expected a callable(params, ctx) or an import path 'package.module:function'; "
+            f"got {_given(value)}",
+        )
+
+    @field_validator("space", mode="before")
+    @classmethod
+    def _parse_space(cls, value: Any) -> dict[str, Dimension]:
+        return parse_space(value)
+
+    @field_validator("sampler", mode="before")
+    @classmethod
+    def _sampler_kind(cls, value: Any) -> Any:
+        if isinstance(value, BaseSampler):
+            return value
+        if isinstance(value, str) and value.lower() in SAMPLERS:
+            return value.lower()
+        raise ConfigError(
+            "sampler",
+            f"unknown sampler {_given(value)}; allowed: {', '.join(SAMPLERS)}, "
+            "or an optuna.samplers.BaseSampler instance",
+        )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepConfig:
+        if self.time_budget_s is None and self.cost_budget_usd is None:
+            raise ConfigError(
+                "budget.time",
+                "no budget given; give budget.time (a deadline, e.g. 30m), budget.cost "
+                "(a cap in US dollars), or both",
+            )
+        if self.gpus_per_trial > self.provider.slots:
+            raise ConfigError(
+                "gpus_per_trial",
+                f"is {self.gpus_per_trial}, but must be gpus_per_trial <= provider.slots "
+                f"({self.provider.slots}): a trial runs on one worker",
+            )
+        grids = [n for n, d in self.space.items() if isinstance(d, Grid)]
+        if grids:
+            if "sampler" not in self.model_fields_set:
+                # Not a user's choice, so it stays out of model_fields_set.
+                object.__setattr__(self, "sampler", "grid")
+            elif self.sampler != "grid" and not isinstance(self.sampler, GridSampler):
+                raise ConfigError(
+                    "sampler",
+                    f"the space has grid dimensions ({', '.join(grids)}), which need sampler "
+                    f"'grid'; got {_given(self.sampler)}",
+                )
+        elif self.sampler == "grid":
+            bad = [
+                n for n, d in self.space.items()
+                if not is_fixed(d) and not isinstance(d, CategoricalDistribution)
+            ]  # fmt: skip
+            if bad:
+                raise ConfigError(
+                    "sampler",
+                    "'grid' needs every varying dimension to be a grid or a choice; "
+                    f"not: {', '.join(bad)}",
+                )
+        return self
+
+    # -- derived views ------------------------------------------------------------------------
+    @property
+    def trainable_ref(self) -> str:
+        """The trainable's import path, or ``"<callable module:qualname>"`` for a callable."""
+        return self.trainable if isinstance(self.trainable, str) else _callable_ref(self.trainable)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        """The varying dimensions as Optuna distributions (a grid as a categorical one)."""
+        return {
+            n: CategoricalDistribution(d.values) if isinstance(d, Grid) else d
+            for n, d in self.space.items()
+            if not is_fixed(d)
+        }
+
+    def fixed_params(self) -> dict[str, Any]:
+        """The fixed values of the space, passed to every trial unchanged."""
+        return {n: d for n, d in self.space.items() if is_fixed(d)}
+
+    def grid_search_space(self) -> dict[str, list[Any]]:
+        """The ``search_space`` argument of ``optuna.samplers.GridSampler`` (sampler 'grid')."""
+        return {
+            n: list(d.choices)
+            for n, d in self.distributions().items()
+            if isinstance(d, CategoricalDistribution)
+        }
+
+    def resolve_trainable(self) -> Callable[..., Any]:
+        """Import (or check) the trainable, searching the sweep YAML's directory first."""
+        return resolve_trainable(self.trainable, [self.base_dir] if self.base_dir else None)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form for the experiment store; :func:`load_sweep` reads it back.
+
+        A callable trainable is written as ``"<callable module:qualname>"`` and an Optuna sampler
+        instance as ``"<sampler module.Class>"``; those two cannot be read back from JSON.
+        ``base_dir`` is kept (as a string) so that a resumed sweep imports the same trainable.
+        """
+        sampler = self.sampler
+        if isinstance(sampler, BaseSampler):
+            sampler = f"<sampler {type(sampler).__module__}.{type(sampler).__qualname__}>"
+        return {
+            "name": self.name,
+            "trainable": self.trainable_ref,
+            "metric": self.metric,
+            "mode": self.mode,
+            "space": {n: to_yaml_form(d) for n, d in self.space.items()},
+            "scheduler": self.scheduler.model_dump(mode="json"),
+            "num_trials": self.num_trials,
+            "sampler": sampler,
+            "provider": self.provider.model_dump(mode="json"),
+            "budget": {"time": self.time_budget_s, "cost": self.cost_budget_usd},
+            "seed": self.seed,
+            "gpus_per_trial": self.gpus_per_trial,
+            "max_failures": self.max_failures,
+            "base_dir": None if self.base_dir is None else str(self.base_dir),
+        }
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark,
+                )  # fmt: skip
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("config", f"no such file: {os.fspath(path)!r}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config", f"cannot read {os.fspath(path)!r}: {exc}") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(
+            "config", f"{os.fspath(path)!r} is not valid YAML{where}: {problem}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "config",
+            f"{os.fspath(path)!r} must hold a mapping of sweep keys "
+            f"({', '.join(TOP_LEVEL_KEYS)}); got {type(data).__name__}",
+        )
+    return data
+
+
+def _provider_type(provider: Any) -> Any:
+    if isinstance(provider, ProviderConfig):
+        return provider.type
+    if isinstance(provider, Mapping):
+        return provider.get("type", "local")
+    return provider
+
+
+def _drop_budget(data: dict[str, Any], which: str) -> None:
+    keys = (
+        ("time_budget", "time_budget_s") if which == "time" else ("cost_budget", "cost_budget_usd")
+    )
+    for key in keys:
+        data.pop(key, None)
+    budget = data.get("budget")
+    if isinstance(budget, Mapping):
+        data["budget"] = {k: v for k, v in budget.items() if k != which}
+
+
+def _apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    # ``budget`` first, so that time_budget/cost_budget given alongside it win over its entries.
+    for key in sorted(overrides, key=lambda k: k != "budget"):
+        value = overrides[key]
+        if value is None:  # tune(..., time_budget=None) means "not given", not "remove"
+            continue
+        if key in ("time_budget", "time_budget_s", "cost_budget", "cost_budget_usd"):
+            _drop_budget(data, key.split("_")[0])
+            data[key] = value
+        elif key == "budget":
+            _drop_budget(data, "time")
+            _drop_budget(data, "cost")
+            data["budget"] = value
+        elif key == "provider":
+            same_type = isinstance(value, str) and value == _provider_type(data.get("provider"))
+            if not same_type:  # keep the file's provider block when only its type is repeated
+                data["provider"] = value
+        elif key in TOP_LEVEL_KEYS or key in _ALSO_ACCEPTED:
+            data[key] = value
+        else:
+            _check_keys({key: value}, (), "", TOP_LEVEL_KEYS + ("time_budget", "cost_budget"))
+
+
+def load_sweep(
+    config: Mapping[str, Any] | str | os.PathLike | SweepConfig, /, **overrides: Any
+) -> SweepConfig:
+    """Validate a sweep given as a dict, a path to a YAML file, or a :class:`SweepConfig`.
+
+    Keyword ``overrides`` replace top-level keys; ``time_budget``/``cost_budget`` replace
+    ``budget.time``/``budget.cost``; ``provider="aws"`` means ``{type: aws}`` (the config's own
+    provider block is kept if it already has that type). An override of ``None`` is ignored, so
+    ``tune(path, time_budget=None)`` keeps the file's budget. Every problem raises
+    :class:`ConfigError`.
+
+    Example:
+        >>> cfg = load_sweep({"trainable": "operator:add", "metric": "acc",
+        ...                   "space": {"lr": {"loguniform": [1e-4, 0.1]}},
+        ...                   "scheduler": {"max_resource": 9}}, time_budget="10m")
+        >>> cfg.time_budget_s, cfg.name
+        (600.0, 'operator-add')
+    """
+    if isinstance(config, SweepConfig):
+        if all(v is None for v in overrides.values()):
+            return config
+        data = {k: getattr(config, k) for k in config.model_fields_set}
+        data["base_dir"] = config.base_dir
+    elif isinstance(config, str | os.PathLike):
+        path = Path(config)
+        data = _read_yaml(path)
+        data.setdefault("base_dir", path.resolve().parent)
+    elif isinstance(config, Mapping):
+        data = dict(config)
+    else:
+        raise ConfigError(
+            "config",
+            "expected a mapping, a path to a sweep YAML file or a SweepConfig; "
+            f"got {type(config).__name__}",
+        )
+    _apply_overrides(data, overrides)
+    _check_keys(data, TOP_LEVEL_KEYS + _ALSO_ACCEPTED, "", TOP_LEVEL_KEYS)
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc) from None

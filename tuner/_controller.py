@@ -1,0 +1,401 @@
+"""The experiment controller: one event loop over an injected clock, executor and provider.
+
+Each tick it stops the sweep at the deadline or before the cost budget would be passed, fills
+free worker slots with the scheduler's next jobs (as segments from each trial's last
+checkpoint), and folds the executor's events into the scheduler, the sampler, the ledger and
+the store. The same loop runs on the wall clock with Celery workers and, in simulation, on a
+simulated clock, executor and provider.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from budgets import Clock, Ledger
+from cloud import Provider
+from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
+from tuner._executor import Executor
+from tuner._sampling import Sampler
+from tuner._store import Store
+from tuner.schedulers import Job, Scheduler, TrialStatus
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What the controller needs to know of the sweep (already validated)."""
+
+    experiment_id: str
+    trainable: str
+    metric: str
+    mode: str
+    workers: int
+    gpus_per_trial: int
+    time_budget_s: float | None
+    cost_budget_usd: float | None
+    checkpoint_root: Path
+    max_failures: int = 0
+    instance_type: str = "local"
+
+
+@dataclass(frozen=True)
+class Settings:
+    tick_s: float = 0.05             # longest wait for an event before re-checking budgets
+    boot_timeout_s: float = 180.0    # a sweep fails if no worker registers in this time
+    stop_grace_s: float = 10.0       # after the deadline, how long stopped segments may take
+    reaction_s: float = 15.0         # budget margin: time to stop segments and terminate VMs
+    prior_s_per_step: float = 1.0    # step time assumed before any segment was measured
+    spend_every_s: float = 1.0       # how often spend is written to the store
+
+
+@dataclass
+class _Trial:
+    trial_id: str
+    number: int
+    params: dict[str, Any]
+    bracket: int
+    step: int = 0                      # last step reached by a finished segment
+    value: float | None = None         # metric at ``step``
+    failures: int = 0
+    state: str = "running"
+    last_report: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Running:
+    segment: Segment
+    instance_id: str
+    slots: int
+    started_at: float | None = None
+
+
+@dataclass
+class Outcome:
+    state: str                       # finished | stopped | failed
+    reason: str                      # done | deadline | budget | interrupted | error
+    started_at: float
+    finished_at: float
+    spend_usd: float
+    best_trial_id: str | None
+    best_value: float | None
+    dispatch_latencies_s: list[float]
+    message: str | None = None
+
+
+class Controller:
+    def __init__(self, spec: RunSpec, *, scheduler: Scheduler, sampler: Sampler,
+                 executor: Executor, provider: Provider, ledger: Ledger, store: Store,
+                 clock: Clock, settings: Settings | None = None,
+                 observer: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.spec = spec
+        self.scheduler = scheduler
+        self.sampler = sampler
+        self.executor = executor
+        self.provider = provider
+        self.ledger = ledger
+        self.store = store
+        self.clock = clock
+        self.settings = settings or Settings()
+        self.observer = observer
+        self.trials: dict[str, _Trial] = {}
+        self.running: dict[str, _Running] = {}
+        self.instances: dict[str, Instance] = {}
+        self.ready: set[str] = set()
+        self.used_slots: dict[str, int] = {}
+        self.latencies: list[float] = []
+        self._seg_counter: dict[str, int] = {}
+        self._step_times: list[float] = []
+        self._budget_blocked = False
+        self._last_spend_write = -math.inf
+        self._started_at = 0.0
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        self._started_at = start = self.clock.now()
+        deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
+        state, reason, message = "finished", "done", None
+        try:
+            self._launch(self.spec.workers)
+            while True:
+                now = self.clock.now()
+                if now >= deadline:
+                    reason = "deadline"
+                    break
+                if self.ledger.must_stop(now, self.settings.reaction_s):
+                    reason = "budget"
+                    break
+                self._check_boot(now)
+                self._dispatch(now)
+                if not self.running and (self.scheduler.is_finished() or self._budget_blocked):
+                    reason = "done" if self.scheduler.is_finished() else "budget"
+                    break
+                wait = min(self.settings.tick_s, max(0.0, deadline - now))
+                self._handle(self.executor.poll(wait))
+                self._tick(self.clock.now())
+        except KeyboardInterrupt:
+            state, reason = "stopped", "interrupted"
+        except Exception as exc:
+            state, reason, message = "failed", "error", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            end = self._shutdown(state, reason, message)
+        best = self.best()
+        return Outcome(state, reason, start, end, self.ledger.spent(end),
+                       best[0] if best else None, best[1] if best else None,
+                       list(self.latencies), message)
+
+    def _launch(self, count: int) -> None:
+        price = self.provider.price_per_hour(self.spec.instance_type)
+        now = self.clock.now()
+        affordable = 0
+        probe = Ledger(self.ledger.budget_usd, self.ledger.minimum_s)
+        for _ in range(count):
+            if not probe.can_launch(price, now):
+                break
+            probe.open(f"probe-{affordable}", price, now)
+            affordable += 1
+        if affordable == 0:
+            raise RuntimeError("the cost budget does not cover one worker's billing minimum")
+        for inst in self.provider.launch(affordable, self.spec.instance_type,
+                                         tags={"experiment": self.spec.experiment_id}):
+            self.instances[inst.instance_id] = inst
+            self.used_slots[inst.instance_id] = 0
+            self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
+            self.store.upsert_instance(inst)
+
+    def _check_boot(self, now: float) -> None:
+        for iid, inst in self.instances.items():
+            if iid not in self.ready and inst.state == InstanceState.RUNNING:
+                if self.executor.ready(inst):
+                    self.ready.add(iid)
+        if not self.ready and now - self._started_at > self.settings.boot_timeout_s:
+            raise RuntimeError(
+                f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
+                "see the worker logs in the experiment directory")
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def _free_instance(self, slots_needed: int) -> Instance | None:
+        best, best_free = None, -1
+        for iid in self.ready:
+            inst = self.instances[iid]
+            free = inst.slots - self.used_slots[iid]
+            if free >= slots_needed and free > best_free:
+                best, best_free = inst, free
+        return best
+
+    def _seconds_per_step(self) -> float:
+        if not self._step_times:
+            return self.settings.prior_s_per_step
+        recent = sorted(self._step_times[-50:])
+        return recent[len(recent) // 2]
+
+    def _dispatch(self, now: float) -> None:
+        slots_needed = max(1, self.spec.gpus_per_trial)
+        while not self._budget_blocked:
+            inst = self._free_instance(slots_needed)
+            if inst is None:
+                return
+            number = len(self.trials) + 1
+            job = self.scheduler.next_job(f"t{number:04d}")
+            if job is None:
+                return
+            trial = self._trial_for(job, now)
+            steps = job.to_step - trial.step
+            expected_end = now + steps * self._seconds_per_step() * 1.5
+            if not self.ledger.can_commit(inst.instance_id, expected_end, now):
+                # The job is dropped: the sweep winds down with what it has.
+                self._budget_blocked = True
+                self._set_trial_state(trial, "stopped", now)
+                return
+            self.ledger.reserve(inst.instance_id, expected_end)
+            self._submit(trial, job, inst, slots_needed, now)
+
+    def _trial_for(self, job: Job, now: float) -> _Trial:
+        if not job.new:
+            return self.trials[job.trial_id]
+        params = self.sampler.ask(job.trial_id)
+        trial = _Trial(job.trial_id, len(self.trials) + 1, params, job.bracket)
+        self.trials[job.trial_id] = trial
+        self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
+        return trial
+
+    def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> None:
+        n = self._seg_counter.get(trial.trial_id, 0) + 1
+        self._seg_counter[trial.trial_id] = n
+        segment = Segment(
+            segment_id=f"{self.spec.experiment_id}/{trial.trial_id}/s{n}",
+            experiment_id=self.spec.experiment_id, trial_id=trial.trial_id,
+            trainable=self.spec.trainable, params=trial.params, start_step=trial.step,
+            stop_step=job.to_step, gpus=self.spec.gpus_per_trial,
+            checkpoint_dir=str(self.spec.checkpoint_root / trial.trial_id),
+            events_key=getattr(self.executor, "events_key", ""),
+            stop_key=getattr(self.executor, "stop_key", ""),
+            submitted_at=now)
+        self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots)
+        self.used_slots[inst.instance_id] += slots
+        self.store.add_segment(segment.segment_id, trial.trial_id, inst.instance_id,
+                               segment.start_step, segment.stop_step, segment.gpus, now)
+        self._set_trial_state(trial, "running", now)
+        self.executor.submit(segment, inst)
+
+    # -- events -----------------------------------------------------------------------------
+    def _handle(self, events: list[Event]) -> None:
+        rows = []
+        for event in events:
+            if isinstance(event, Report):
+                if event.segment_id not in self.running:
+                    continue
+                value = event.metrics.get(self.spec.metric)
+                trial = self.trials[event.trial_id]
+                if value is not None:
+                    trial.last_report[event.step] = value
+                rows.append((event.trial_id, event.segment_id, event.step, value,
+                             json.dumps(event.metrics), event.ts))
+            elif isinstance(event, SegmentStarted):
+                run = self.running.get(event.segment_id)
+                if run is not None:
+                    run.started_at = event.ts
+                    self.latencies.append(event.ts - run.segment.submitted_at)
+                    self.store.update_segment(event.segment_id, state="running",
+                                              started_at=event.ts)
+            elif isinstance(event, SegmentFinished):
+                if rows:
+                    self.store.add_reports(rows)
+                    rows = []
+                self._finished(event)
+        if rows:
+            self.store.add_reports(rows)
+
+    def _finished(self, event: SegmentFinished) -> None:
+        run = self.running.pop(event.segment_id, None)
+        if run is None:
+            return
+        now = self.clock.now()
+        self.used_slots[run.instance_id] -= run.slots
+        seg = run.segment
+        trial = self.trials[seg.trial_id]
+        started = run.started_at if run.started_at is not None else event.ts
+        duration = max(0.0, event.ts - started)
+        if event.last_step > seg.start_step and event.status == "done":
+            self._step_times.append(duration / (event.last_step - seg.start_step))
+        inst = self.instances[run.instance_id]
+        self.store.add_trial_usage(
+            trial.trial_id, duration * seg.gpus,
+            duration * inst.price_per_hour / 3600.0 * run.slots / inst.slots)
+        self.store.update_segment(seg.segment_id, state=event.status, finished_at=event.ts,
+                                  last_step=event.last_step,
+                                  checkpoint_step=event.checkpoint_step, error=event.error)
+        value = self._value_at(trial, event.last_step)
+        if event.status in ("done", "ended", "stopped") and event.last_step > trial.step:
+            trial.step, trial.value = event.last_step, value
+        if event.status == "done":
+            self.sampler.report(trial.trial_id, value, seg.stop_step)
+            self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
+        elif event.status == "ended":
+            self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
+        elif event.status == "stopped":
+            self._set_trial_state(trial, "stopped", now)
+            return
+        elif event.status == "failed":
+            trial.failures += 1
+            if trial.failures <= self.spec.max_failures:
+                self.scheduler.on_job_lost(trial.trial_id)
+            else:
+                self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=True)
+                self.store.update_trial(trial.trial_id, now, error=event.error)
+        else:  # lost: infrastructure, not the trainable; offered again
+            self.scheduler.on_job_lost(trial.trial_id)
+        self._sync_state(trial, now)
+
+    def _value_at(self, trial: _Trial, step: int) -> float | None:
+        if step in trial.last_report:
+            return trial.last_report[step]
+        earlier = [s for s in trial.last_report if s <= step]
+        return trial.last_report[max(earlier)] if earlier else trial.value
+
+    def _sync_state(self, trial: _Trial, now: float) -> None:
+        status = self.scheduler.status(trial.trial_id)
+        state = {TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
+                 TrialStatus.COMPLETED: "completed", TrialStatus.PRUNED: "pruned",
+                 TrialStatus.FAILED: "failed"}[status]
+        if state != trial.state and state in ("completed", "pruned", "failed"):
+            self.sampler.tell(trial.trial_id, state, trial.value)
+        self._set_trial_state(trial, state, now)
+
+    def _set_trial_state(self, trial: _Trial, state: str, now: float) -> None:
+        trial.state = state
+        self.store.update_trial(trial.trial_id, now, state=state, last_step=trial.step,
+                                value=trial.value, failures=trial.failures)
+
+    def _tick(self, now: float) -> None:
+        if now - self._last_spend_write >= self.settings.spend_every_s:
+            self._last_spend_write = now
+            self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
+                                    len(self.ledger.running()))
+            if self.observer is not None:
+                self.observer(self.snapshot(now))
+
+    # -- the end ----------------------------------------------------------------------------
+    def _shutdown(self, state: str, reason: str, message: str | None) -> float:
+        if self.running:
+            self.executor.request_stop(list(self.running))
+            give_up = self.clock.now() + self.settings.stop_grace_s
+            while self.running and self.clock.now() < give_up:
+                self._handle(self.executor.poll(min(self.settings.tick_s * 4, 0.2)))
+            now = self.clock.now()
+            for seg_id, run in list(self.running.items()):
+                self.running.pop(seg_id)
+                self.store.update_segment(seg_id, state="lost", finished_at=now)
+                self._set_trial_state(self.trials[run.segment.trial_id], "stopped", now)
+        live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
+        if live:
+            for inst in self.provider.terminate(live):
+                self.instances[inst.instance_id] = inst
+                end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
+                self.ledger.close(inst.instance_id, end)
+                self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))
+        end = self.clock.now()
+        self.scheduler.finalize()
+        for trial in self.trials.values():
+            if trial.state in ("running", "paused"):
+                self._sync_state(trial, end)
+                if trial.state == "running":
+                    self._set_trial_state(trial, "stopped", end)
+            if trial.state == "stopped":
+                self.sampler.tell(trial.trial_id, "pruned", trial.value)
+        spent = self.ledger.spent(end)
+        self.store.record_spend(end, spent, spent, 0)
+        best = self.best()
+        self.store.update_experiment(
+            state=state, started_at=self._started_at, finished_at=end,
+            wall_s=end - self._started_at, spend_usd=spent,
+            best_trial_id=best[0] if best else None, best_value=best[1] if best else None,
+            message=message or reason)
+        self.executor.close()
+        return end
+
+    # -- views ------------------------------------------------------------------------------
+    def best(self) -> tuple[str, float] | None:
+        sign = 1.0 if self.spec.mode == "max" else -1.0
+        scored = [(t.trial_id, t.value) for t in self.trials.values()
+                  if t.value is not None and math.isfinite(t.value) and t.state != "failed"]
+        if not scored:
+            return None
+        return max(scored, key=lambda tv: (sign * tv[1], -int(tv[0][1:])))
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for t in self.trials.values():
+            counts[t.state] = counts.get(t.state, 0) + 1
+        best = self.best()
+        return {
+            "elapsed_s": now - self._started_at, "time_budget_s": self.spec.time_budget_s,
+            "spend_usd": self.ledger.spent(now), "cost_budget_usd": self.spec.cost_budget_usd,
+            "trials": counts, "total": len(self.trials),
+            "best_value": best[1] if best else None, "best_trial_id": best[0] if best else None,
+            "workers": len(self.ready), "running_segments": len(self.running),
+        }

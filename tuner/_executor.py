@@ -1,0 +1,82 @@
+"""Executors run segments and hand back events; the controller never sees how.
+
+``CeleryExecutor`` sends each segment to the queue of the worker chosen for it and reads the
+workers' events from one Redis stream per experiment. A simulated executor (same interface)
+replays learning curves on a simulated clock.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+from records import Event, Instance, Segment, parse_event
+from worker import REGISTRY_KEY, TASK_NAME, BrokerAddress, make_app
+
+
+class Executor(Protocol):
+    def submit(self, segment: Segment, instance: Instance) -> None: ...
+
+    def poll(self, timeout_s: float) -> list[Event]:
+        """Events since the last poll; waits up to ``timeout_s`` for the first one."""
+        ...
+
+    def request_stop(self, segment_ids: list[str]) -> None: ...
+
+    def ready(self, instance: Instance) -> bool:
+        """Whether the instance's worker has registered and takes segments."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def events_key(experiment_id: str) -> str:
+    return f"elastune:{experiment_id}:events"
+
+
+def stop_key(experiment_id: str) -> str:
+    return f"elastune:{experiment_id}:stop"
+
+
+class CeleryExecutor:
+    def __init__(self, address: BrokerAddress, experiment_id: str) -> None:
+        self._address = address
+        self._app = make_app(address)
+        self._redis = address.client()
+        self.events_key = events_key(experiment_id)
+        self.stop_key = stop_key(experiment_id)
+        self._last_id = "0-0"
+        self._trim_to: str | None = None
+
+    def submit(self, segment: Segment, instance: Instance) -> None:
+        self._app.send_task(TASK_NAME, args=[segment.model_dump()], queue=instance.queue)
+
+    def poll(self, timeout_s: float) -> list[Event]:
+        if self._trim_to is not None:
+            # The previous batch is in the store by now: drop it so the stream stays small.
+            self._redis.xtrim(self.events_key, minid=self._trim_to, approximate=False)
+            self._redis.xdel(self.events_key, self._trim_to)
+            self._trim_to = None
+        block = max(1, int(timeout_s * 1000))
+        reply = self._redis.xread({self.events_key: self._last_id}, count=5000, block=block)
+        events: list[Event] = []
+        for _, messages in reply or []:
+            for message_id, fields in messages:
+                self._last_id = message_id.decode() if isinstance(message_id, bytes) else message_id
+                events.append(parse_event(fields[b"e"]))
+        if events:
+            self._trim_to = self._last_id
+        return events
+
+    def request_stop(self, segment_ids: list[str]) -> None:
+        if segment_ids:
+            self._redis.sadd(self.stop_key, *segment_ids)
+
+    def ready(self, instance: Instance) -> bool:
+        raw = self._redis.hget(REGISTRY_KEY, instance.instance_id)
+        return raw is not None and json.loads(raw).get("queue") == instance.queue
+
+    def close(self) -> None:
+        self._redis.delete(self.stop_key)
+        self._redis.close()
+        self._app.close()

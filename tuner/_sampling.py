@@ -1,0 +1,84 @@
+"""Trial parameters through Optuna's ask/tell interface (TPE by default, random, grid)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.trial import TrialState
+
+from tuner._space import Grid
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    return value
+
+
+class Sampler:
+    """Asks Optuna for each new trial's params and tells it how each trial ended.
+
+    Seeded samplers make the sequence of params reproducible for the same order of results.
+    """
+
+    def __init__(self, space: Mapping[str, Any], sampler: str | optuna.samplers.BaseSampler,
+                 mode: str, seed: int | None) -> None:
+        self._dists: dict[str, BaseDistribution] = {}
+        self._fixed: dict[str, Any] = {}
+        grids: dict[str, list[Any]] = {}
+        for name, dim in space.items():
+            if isinstance(dim, Grid):
+                grids[name] = list(dim.values)
+                self._dists[name] = CategoricalDistribution(list(dim.values))
+            elif isinstance(dim, BaseDistribution):
+                self._dists[name] = dim
+            else:
+                self._fixed[name] = dim
+        if isinstance(sampler, optuna.samplers.BaseSampler):
+            chosen = sampler
+        elif grids or sampler == "grid":
+            chosen = optuna.samplers.GridSampler(grids or self._grid_of(self._dists), seed=seed)
+        elif sampler == "random":
+            chosen = optuna.samplers.RandomSampler(seed=seed)
+        else:
+            chosen = optuna.samplers.TPESampler(seed=seed)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(
+            direction="maximize" if mode == "max" else "minimize", sampler=chosen)
+        self._trials: dict[str, optuna.Trial] = {}
+
+    @staticmethod
+    def _grid_of(dists: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
+        grid = {}
+        for name, dist in dists.items():
+            if not isinstance(dist, CategoricalDistribution):
+                raise ValueError(f"space.{name}: the grid sampler needs grid or choice values")
+            grid[name] = list(dist.choices)
+        return grid
+
+    def ask(self, trial_id: str) -> dict[str, Any]:
+        trial = self.study.ask(dict(self._dists))
+        self._trials[trial_id] = trial
+        params = {k: _jsonable(v) for k, v in trial.params.items()}
+        return {**params, **self._fixed}
+
+    def report(self, trial_id: str, value: float | None, step: int) -> None:
+        if value is not None and math.isfinite(value):
+            trial = self._trials[trial_id]
+            if step not in trial.storage.get_trial(trial._trial_id).intermediate_values:
+                trial.report(value, step)
+
+    def tell(self, trial_id: str, state: str, value: float | None) -> None:
+        trial = self._trials.pop(trial_id, None)
+        if trial is None:
+            return
+        if state == "completed" and value is not None and math.isfinite(value):
+            self.study.tell(trial, value)
+        elif state == "failed" or state == "completed":
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, state=TrialState.PRUNED)

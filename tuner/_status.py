@@ -1,0 +1,48 @@
+"""The status document of an experiment, read from its store (the ``--json`` contract)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tuner._store import Store
+
+# The sweep may end this long after its time budget: stopped segments get ``stop_grace_s``
+# (10 s) to checkpoint, then workers are terminated.
+DEADLINE_GRACE_S = 20.0
+
+
+def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
+    exp = store.experiment()
+    counts = store.trial_counts()
+    best = None
+    if exp["best_trial_id"] is not None:
+        trial = store.trial(exp["best_trial_id"])
+        best = {"params": trial["params"] if trial else {}, "value": exp["best_value"],
+                "trial_id": exp["best_trial_id"]}
+    wall = exp["wall_s"]
+    if wall is None and exp["started_at"] is not None:
+        import time
+
+        wall = time.time() - exp["started_at"]
+    time_budget, cost_budget = exp["time_budget_s"], exp["cost_budget_usd"]
+    spend = exp["spend_usd"] or 0.0
+    return {
+        "experiment": exp["id"],
+        "dir": str(Path(experiment_dir).resolve()),
+        "state": exp["state"],
+        "best": best,
+        "trials": {
+            "total": counts["total"], "completed": counts.get("completed", 0),
+            "pruned": counts.get("pruned", 0), "failed": counts.get("failed", 0),
+            "running": counts.get("running", 0) + counts.get("paused", 0),
+            "stopped": counts.get("stopped", 0),
+        },
+        "spend_usd": round(spend, 6),
+        "cost_budget_usd": cost_budget,
+        "wall_s": round(wall, 3) if wall is not None else None,
+        "time_budget_s": time_budget,
+        "deadline_met": None if wall is None else (
+            time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
+        "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
+    }

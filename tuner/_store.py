@@ -1,0 +1,209 @@
+"""The experiment store: one SQLite file per experiment directory, written as events happen.
+
+The controller is the only writer; ``status``, the CLI and the dashboard read concurrently
+(WAL mode). It holds trials, segments, reports, instances, spend and plans.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+STORE_NAME = "experiment.db"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS experiment (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, config TEXT NOT NULL, metric TEXT NOT NULL,
+    mode TEXT NOT NULL, state TEXT NOT NULL, time_budget_s REAL, cost_budget_usd REAL,
+    created_at REAL NOT NULL, started_at REAL, finished_at REAL, wall_s REAL,
+    spend_usd REAL NOT NULL DEFAULT 0, best_trial_id TEXT, best_value REAL, message TEXT);
+CREATE TABLE IF NOT EXISTS trials (
+    trial_id TEXT PRIMARY KEY, number INTEGER NOT NULL, params TEXT NOT NULL,
+    state TEXT NOT NULL, bracket INTEGER NOT NULL DEFAULT 0, last_step INTEGER NOT NULL DEFAULT 0,
+    value REAL, gpu_seconds REAL NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0, error TEXT, created_at REAL NOT NULL,
+    updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS segments (
+    segment_id TEXT PRIMARY KEY, trial_id TEXT NOT NULL, instance_id TEXT, start_step INTEGER,
+    stop_step INTEGER, gpus INTEGER, state TEXT NOT NULL, submitted_at REAL, started_at REAL,
+    finished_at REAL, last_step INTEGER, checkpoint_step INTEGER, error TEXT);
+CREATE INDEX IF NOT EXISTS segments_trial ON segments(trial_id);
+CREATE TABLE IF NOT EXISTS reports (
+    trial_id TEXT NOT NULL, segment_id TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
+    metrics TEXT NOT NULL, ts REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS reports_trial ON reports(trial_id, step);
+CREATE TABLE IF NOT EXISTS instances (
+    instance_id TEXT PRIMARY KEY, provider TEXT NOT NULL, instance_type TEXT NOT NULL,
+    spot INTEGER NOT NULL, slots INTEGER NOT NULL, price_per_hour REAL NOT NULL,
+    state TEXT NOT NULL, launched_at REAL NOT NULL, terminated_at REAL, cost_usd REAL);
+CREATE TABLE IF NOT EXISTS spend (
+    ts REAL NOT NULL, spent_usd REAL NOT NULL, committed_usd REAL NOT NULL, workers INTEGER);
+CREATE TABLE IF NOT EXISTS plans (ts REAL NOT NULL, plan TEXT NOT NULL);
+"""
+
+
+def _nan_to_none(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+class Store:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        path = Path(path)
+        self.path = path / STORE_NAME if path.is_dir() else path
+        if readonly:
+            if not self.path.exists():
+                raise FileNotFoundError(f"no experiment store at {self.path}")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
+                                       check_same_thread=False)
+        else:
+            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+            self._db.commit()
+        self._db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writes ----------------------------------------------------------------------------
+    def create_experiment(self, experiment_id: str, name: str, config: Mapping[str, Any],
+                          metric: str, mode: str, time_budget_s: float | None,
+                          cost_budget_usd: float | None) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT INTO experiment (id, name, config, metric, mode, state, time_budget_s,"
+                " cost_budget_usd, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (experiment_id, name, json.dumps(config), metric, mode, "running",
+                 time_budget_s, cost_budget_usd, time.time()))
+
+    def update_experiment(self, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._db:
+            self._db.execute(f"UPDATE experiment SET {cols}", tuple(fields.values()))
+
+    def add_trial(self, trial_id: str, number: int, params: Mapping[str, Any], bracket: int,
+                  t: float) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT INTO trials (trial_id, number, params, state, bracket, created_at,"
+                " updated_at) VALUES (?,?,?,?,?,?,?)",
+                (trial_id, number, json.dumps(dict(params)), "running", bracket, t, t))
+
+    def update_trial(self, trial_id: str, t: float, **fields: Any) -> None:
+        if "value" in fields:
+            fields["value"] = _nan_to_none(fields["value"])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._db:
+            self._db.execute(f"UPDATE trials SET {cols}, updated_at = ? WHERE trial_id = ?",
+                             (*fields.values(), t, trial_id))
+
+    def add_trial_usage(self, trial_id: str, gpu_seconds: float, cost_usd: float) -> None:
+        with self._db:
+            self._db.execute(
+                "UPDATE trials SET gpu_seconds = gpu_seconds + ?, cost_usd = cost_usd + ?"
+                " WHERE trial_id = ?", (gpu_seconds, cost_usd, trial_id))
+
+    def add_segment(self, segment_id: str, trial_id: str, instance_id: str, start_step: int,
+                    stop_step: int, gpus: int, submitted_at: float) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT INTO segments (segment_id, trial_id, instance_id, start_step, stop_step,"
+                " gpus, state, submitted_at) VALUES (?,?,?,?,?,?,?,?)",
+                (segment_id, trial_id, instance_id, start_step, stop_step, gpus, "submitted",
+                 submitted_at))
+
+    def update_segment(self, segment_id: str, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._db:
+            self._db.execute(f"UPDATE segments SET {cols} WHERE segment_id = ?",
+                             (*fields.values(), segment_id))
+
+    def add_reports(self, rows: Iterable[tuple[str, str, int, float | None, str, float]]) -> None:
+        """Rows of (trial_id, segment_id, step, metric value, metrics JSON, ts), one transaction."""
+        with self._db:
+            self._db.executemany("INSERT INTO reports VALUES (?,?,?,?,?,?)",
+                                 [(a, b, c, _nan_to_none(d), e, f) for a, b, c, d, e, f in rows])
+
+    def upsert_instance(self, instance: Any, cost_usd: float | None = None) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO instances VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (instance.instance_id, instance.provider, instance.instance_type,
+                 int(instance.spot), instance.slots, instance.price_per_hour,
+                 str(instance.state), instance.launched_at, instance.terminated_at, cost_usd))
+
+    def record_spend(self, t: float, spent: float, committed: float, workers: int) -> None:
+        with self._db:
+            self._db.execute("INSERT INTO spend VALUES (?,?,?,?)", (t, spent, committed, workers))
+            self._db.execute("UPDATE experiment SET spend_usd = ?", (spent,))
+
+    def add_plan(self, t: float, plan: Mapping[str, Any]) -> None:
+        with self._db:
+            self._db.execute("INSERT INTO plans VALUES (?,?)", (t, json.dumps(plan)))
+
+    # -- reads -----------------------------------------------------------------------------
+    def experiment(self) -> dict[str, Any]:
+        row = self._db.execute("SELECT * FROM experiment").fetchone()
+        if row is None:
+            raise LookupError(f"{self.path} holds no experiment")
+        out = dict(row)
+        out["config"] = json.loads(out["config"])
+        return out
+
+    def trial_counts(self) -> dict[str, int]:
+        counts = {"total": 0, "completed": 0, "pruned": 0, "failed": 0, "running": 0,
+                  "paused": 0}
+        for state, n in self._db.execute("SELECT state, COUNT(*) FROM trials GROUP BY state"):
+            counts[state] = counts.get(state, 0) + n
+            counts["total"] += n
+        return counts
+
+    def trial(self, trial_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["params"] = json.loads(out["params"])
+        return out
+
+    def trials_frame(self) -> pd.DataFrame:
+        rows = [dict(r) for r in self._db.execute("SELECT * FROM trials ORDER BY number")]
+        records = []
+        for r in rows:
+            params = json.loads(r.pop("params"))
+            records.append({**r, **{f"params.{k}": v for k, v in params.items()}})
+        return pd.DataFrame.from_records(records)
+
+    def reports(self, trial_id: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM reports"
+        args: tuple[Any, ...] = ()
+        if trial_id is not None:
+            sql += " WHERE trial_id = ?"
+            args = (trial_id,)
+        return [dict(r) for r in self._db.execute(sql + " ORDER BY rowid", args)]
+
+    def segments(self, trial_id: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM segments"
+        args: tuple[Any, ...] = ()
+        if trial_id is not None:
+            sql += " WHERE trial_id = ?"
+            args = (trial_id,)
+        return [dict(r) for r in self._db.execute(sql + " ORDER BY rowid", args)]
+
+    def instances(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._db.execute("SELECT * FROM instances ORDER BY rowid")]
+
+    def plans(self) -> list[dict[str, Any]]:
+        return [json.loads(r[0]) for r in self._db.execute("SELECT plan FROM plans ORDER BY rowid")]

@@ -1,0 +1,203 @@
+"""``tune()``: validate the sweep, set up broker, workers and store, run the controller."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import inspect
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from budgets import DEFAULT_MINIMUM_S, Ledger, RealClock, billed
+from cloud import LocalProvider
+from tuner._config import SweepConfig, load_sweep, resolve_trainable
+from tuner._controller import Controller, RunSpec, Settings
+from tuner._errors import ConfigError
+from tuner._executor import CeleryExecutor
+from tuner._result import TuneResult
+from tuner._sampling import Sampler
+from tuner._status import status_document
+from tuner._store import STORE_NAME, Store
+from tuner.schedulers import make_scheduler
+from worker import BrokerAddress, BrokerURLError, EmbeddedRedis, write_bundle
+
+_UNSET: Any = object()
+DEFAULT_ROOT = "experiments"
+
+
+def tune(
+    config: Any,
+    time_budget: float | str | None = _UNSET,
+    cost_budget: float | None = _UNSET,
+    *,
+    experiment_dir: str | Path | None = None,
+    seed: int | None = _UNSET,
+    broker_url: str | None = None,
+    observer: Callable[[dict[str, Any]], None] | None = None,
+    **overrides: Any,
+) -> TuneResult:
+    """Run a sweep under a time budget and a cost budget; return the best result found.
+
+    ``config`` is the sweep (a dict, a path to a sweep.yaml, or a ``SweepConfig``); keyword
+    arguments override its top-level keys. Bad input raises :class:`ConfigError` naming the
+    field, before anything is started or written.
+    """
+    if time_budget is not _UNSET:
+        overrides["time_budget"] = time_budget
+    if cost_budget is not _UNSET:
+        overrides["cost_budget"] = cost_budget
+    if seed is not _UNSET:
+        overrides["seed"] = seed
+    sweep = load_sweep(config, **overrides)
+    address = _parse_broker(broker_url)
+    trainable_spec, code_roots, preload, bundle_fn = _locate_trainable(sweep)
+    _check_affordable(sweep)
+    exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
+
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    if bundle_fn is not None:
+        (exp_dir / "code").mkdir(exist_ok=True)
+        trainable_spec = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
+    store = Store(exp_dir)
+    store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
+                            sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
+    embedded = EmbeddedRedis() if address is None else None
+    provider = None
+    try:
+        if embedded is not None:
+            address = embedded.start()
+        assert address is not None
+        clock = RealClock()
+        provider = LocalProvider(
+            address.url, slots=sweep.provider.slots, price_per_hour=sweep.provider.price_per_hour,
+            workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
+            preload=preload, prefix=f"{experiment_id}-w", clock=clock)
+        spec = RunSpec(
+            experiment_id=experiment_id, trainable=trainable_spec, metric=sweep.metric,
+            mode=sweep.mode, workers=sweep.provider.workers, gpus_per_trial=sweep.gpus_per_trial,
+            time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
+            checkpoint_root=exp_dir / "checkpoints", max_failures=sweep.max_failures)
+        s = sweep.scheduler
+        controller = Controller(
+            spec,
+            scheduler=make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
+                                     sweep.mode, sweep.num_trials),
+            sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
+            executor=CeleryExecutor(address, experiment_id),
+            provider=provider, ledger=Ledger(sweep.cost_budget_usd), store=store, clock=clock,
+            settings=Settings(), observer=observer)
+        outcome = controller.run()
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    status = status_document(store, exp_dir)
+    best_ckpt = None
+    if outcome.best_trial_id is not None:
+        folder = exp_dir / "checkpoints" / outcome.best_trial_id
+        ckpts = sorted(folder.glob("step-*.pkl"))
+        best_ckpt = ckpts[-1] if ckpts else None
+    best = status["best"] or {}
+    result = TuneResult(
+        experiment_id=experiment_id, experiment_dir=exp_dir, state=status["state"],
+        best_params=best.get("params"), best_value=best.get("value"),
+        best_trial_id=best.get("trial_id"), best_checkpoint=best_ckpt,
+        trials=store.trials_frame(), spend_usd=status["spend_usd"],
+        cost_budget_usd=sweep.cost_budget_usd, wall_s=status["wall_s"],
+        time_budget_s=sweep.time_budget_s, deadline_met=bool(status["deadline_met"]),
+        budget_respected=status["budget_respected"], plans=store.plans(),
+        dispatch_latencies_s=outcome.dispatch_latencies_s, status=status)
+    store.close()
+    return result
+
+
+def _parse_broker(broker_url: str | None) -> BrokerAddress | None:
+    if broker_url is None:
+        return None
+    try:
+        return BrokerAddress.parse(broker_url)
+    except BrokerURLError as exc:
+        raise ConfigError("broker_url", str(exc).partition(": ")[2]) from None
+
+
+def _locate_trainable(
+    sweep: SweepConfig,
+) -> tuple[str, list[str], list[str], Callable[..., Any] | None]:
+    """(spec for workers, dirs workers need on sys.path, modules to preload, fn to bundle)."""
+    roots = [os.getcwd()]
+    if sweep.base_dir is not None:
+        roots.append(str(sweep.base_dir))
+    target = sweep.trainable
+    if isinstance(target, str):
+        resolve_trainable(target, roots)
+        module_name = target.partition(":")[0]
+        return target, _with_root(roots, module_name), [module_name], None
+    module_name = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", "")
+    if module_name and module_name != "__main__" and "<locals>" not in qualname:
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            if obj is target:
+                return (f"{module_name}:{qualname}", _with_root(roots, module_name),
+                        [module_name], None)
+        except (ImportError, AttributeError):
+            pass
+    # Defined in a notebook, a script's __main__ or a closure: it travels as a code bundle in
+    # the experiment directory, never inside a broker message.
+    return "", roots, [], target
+
+
+def _with_root(roots: list[str], module_name: str) -> list[str]:
+    module = importlib.import_module(module_name)
+    file = getattr(module, "__file__", None)
+    if file:
+        depth = len(module_name.split("."))
+        up = depth if file.endswith("__init__.py") else depth - 1
+        path = Path(file).resolve().parents[up]
+        if str(path) not in roots:
+            roots = [*roots, str(path)]
+    return roots
+
+
+def _check_affordable(sweep: SweepConfig) -> None:
+    budget = sweep.cost_budget_usd
+    if budget is None:
+        return
+    minimum = billed(sweep.provider.price_per_hour, 0.0, DEFAULT_MINIMUM_S)
+    if minimum > budget:
+        raise ConfigError(
+            "budget.cost",
+            f"{budget} USD does not cover one worker's {DEFAULT_MINIMUM_S:.0f} s billing minimum "
+            f"({minimum:.4f} USD at {sweep.provider.price_per_hour} USD/h)")
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _experiment_dir(name: str, experiment_dir: str | Path | None) -> tuple[Path, str]:
+    if experiment_dir is not None:
+        path = Path(experiment_dir)
+        if (path / STORE_NAME).exists():
+            raise ConfigError("experiment_dir",
+                              f"{path} already holds an experiment; choose another directory")
+        if path.exists() and not path.is_dir():
+            raise ConfigError("experiment_dir", f"{path} exists and is not a directory")
+        return path, _SAFE.sub("-", path.resolve().name) or name
+    root = Path(DEFAULT_ROOT)
+    stamp = _dt.datetime.now().strftime("%Y%m%d")
+    k = 1
+    while (root / f"{name}-{stamp}-{k}").exists():
+        k += 1
+    return root / f"{name}-{stamp}-{k}", f"{name}-{stamp}-{k}"
+
+
+def trainable_signature_ok(fn: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(fn).bind(None, None)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,135 @@
+"""The ``elastune`` command line: run, status, worker.
+
+Exit codes: 0 success, 2 bad input (the message names the field), 1 any other failure. With
+``--json`` stdout holds exactly one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from tuner._errors import ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Elastic hyperparameter tuning under a time and a cost budget.")
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+@app.command()
+def run(
+    sweep: Annotated[Path, typer.Argument(help="the sweep.yaml to run")],
+    dir: Annotated[Path | None, typer.Option("--dir", help="experiment directory")] = None,
+    time_budget: Annotated[str | None, typer.Option(help="e.g. 90s, 30m, 2h")] = None,
+    cost_budget: Annotated[str | None, typer.Option(help="US dollars")] = None,
+    provider: Annotated[str | None, typer.Option(help="local | aws | gcp")] = None,
+    broker: Annotated[str | None, typer.Option(help="Redis URL (default: embedded)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Run a sweep and print its best result and spend."""
+    from tuner._live import LiveView
+    from tuner._tune import tune
+
+    overrides: dict[str, Any] = {}
+    if time_budget is not None:
+        overrides["time_budget"] = time_budget
+    if cost_budget is not None:
+        overrides["cost_budget"] = cost_budget
+    if provider is not None:
+        overrides["provider"] = provider
+    if json_out:
+        result = tune(str(sweep), experiment_dir=dir, broker_url=broker, **overrides)
+        _emit_json(result.status)
+    else:
+        view = LiveView(f"elastune run {sweep}")
+        with view:
+            result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
+                          observer=view.update, **overrides)
+        _print_summary(result.status)
+    if result.state == "failed":
+        raise typer.Exit(1)
+
+
+def _print_summary(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    best = doc["best"]
+    t = doc["trials"]
+    console.print(f"[bold]{doc['experiment']}[/] {doc['state']} in {doc['wall_s']:.1f} s "
+                  f"({doc['dir']})")
+    console.print(f"trials: {t['total']} ({t['completed']} completed, {t['pruned']} pruned, "
+                  f"{t['failed']} failed, {t['stopped']} stopped)")
+    if best:
+        console.print(f"best {best['value']:.4f} ({best['trial_id']}): {best['params']}")
+    else:
+        console.print("best: no trial reported a value")
+    budget = doc["cost_budget_usd"]
+    console.print(f"spend: {doc['spend_usd']:.4f} USD"
+                  + (f" of {budget:.2f} USD budget" if budget is not None else ""))
+
+
+@app.command()
+def status(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Show an experiment's state, best result and spend (works while it runs)."""
+    from tuner._status import status_document
+    from tuner._store import STORE_NAME, Store
+
+    if not (dir / STORE_NAME).exists():
+        raise ConfigError("DIR", f"{dir} holds no experiment ({STORE_NAME} not found)")
+    store = Store(dir, readonly=True)
+    try:
+        doc = status_document(store, dir)
+    finally:
+        store.close()
+    if json_out:
+        _emit_json(doc)
+    else:
+        _print_summary(doc)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def worker(ctx: typer.Context) -> None:
+    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N]."""
+    from worker import worker_main
+
+    raise typer.Exit(worker_main(list(ctx.args)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, prog_name="elastune", standalone_mode=False)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 1
+    except Exception as exc:  # the last line of defence: exit 1 with the reason
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

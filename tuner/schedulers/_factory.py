@@ -1,0 +1,32 @@
+"""Build a scheduler from the sweep's configuration."""
+
+from __future__ import annotations
+
+from tuner.schedulers._asha import ASHA
+from tuner.schedulers._base import Mode, Scheduler
+from tuner.schedulers._hyperband import Hyperband
+from tuner.schedulers._sha import SuccessiveHalving
+
+_SCHEDULERS: dict[str, type[ASHA | SuccessiveHalving | Hyperband]] = {
+    "asha": ASHA,
+    "sha": SuccessiveHalving,
+    "hyperband": Hyperband,
+}
+
+
+def make_scheduler(
+    type: str,
+    min_resource: int,
+    max_resource: int,
+    reduction_factor: int = 3,
+    mode: Mode = "max",
+    num_trials: int | None = None,
+) -> Scheduler:
+    """The scheduler named ``type``: one of "asha", "sha", "hyperband".
+
+    >>> make_scheduler("asha", 1, 27, 3, "max", None).rungs
+    [1, 3, 9, 27]
+    """
+    if type not in _SCHEDULERS:
+        raise ValueError(f"The value of type is {type!r}, but must be one of {sorted(_SCHEDULERS)}")
+    return _SCHEDULERS[type](min_resource, max_resource, reduction_factor, mode, num_trials)

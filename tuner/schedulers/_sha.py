@@ -1,0 +1,97 @@
+"""Synchronous successive halving: a rung is decided only when all of its trials have reported."""
+
+from __future__ import annotations
+
+from tuner.schedulers._base import Job, Mode, TrialStatus, _RungScheduler, sortable
+from tuner.schedulers._rungs import is_number, rung_steps, sha_sizes, validate_arguments
+
+
+class SuccessiveHalving(_RungScheduler):
+    """Synchronous successive halving (Jamieson and Talwalkar, "Non-stochastic Best Arm
+    Identification and Hyperparameter Optimization", AISTATS 2016), in the stage model of
+    RubberBand (Misra et al., EuroSys 2021).
+
+    All ``num_trials`` trials (default ``reduction_factor ** (len(rungs) - 1)``) run to the first
+    rung. When every trial of the stage has reported (or ended), the best ``sizes[k + 1]`` paused
+    trials are promoted to the next rung and the others are pruned at once. ``next_job`` returns
+    None while the stage waits for stragglers. NaN/None values are never promoted; among equal
+    values the trial that started first wins.
+
+    Example:
+
+        >>> from tuner.schedulers import SuccessiveHalving
+        >>> sha = SuccessiveHalving(min_resource=1, max_resource=9, reduction_factor=3)
+        >>> sha.rungs, sha.sizes
+        ([1, 3, 9], [9, 3, 1])
+        >>> jobs = [sha.next_job(f"t{i}") for i in range(10)]
+        >>> jobs[-1] is None  # all 9 trials started, none reported
+        True
+        >>> for i, job in enumerate(jobs[:-1]):
+        ...     sha.on_rung(job.trial_id, job.to_step, float(i))
+        >>> [sha.next_job("t9").trial_id for _ in range(3)]
+        ['t8', 't7', 't6']
+        >>> str(sha.status("t0"))
+        'pruned'
+    """
+
+    def __init__(
+        self,
+        min_resource: int,
+        max_resource: int,
+        reduction_factor: int = 3,
+        mode: Mode = "max",
+        num_trials: int | None = None,
+    ) -> None:
+        validate_arguments(min_resource, max_resource, reduction_factor, mode, num_trials)
+        rungs = rung_steps(min_resource, max_resource, reduction_factor)
+        self._setup(rungs, reduction_factor, mode, num_trials)
+
+    @classmethod
+    def _with_rungs(
+        cls, rungs: list[int], reduction_factor: int, mode: Mode, num_trials: int
+    ) -> SuccessiveHalving:
+        """A bracket with given rung steps (Hyperband rounds them differently)."""
+        sha = cls.__new__(cls)
+        sha._setup(rungs, reduction_factor, mode, num_trials)
+        return sha
+
+    def _setup(
+        self, rungs: list[int], reduction_factor: int, mode: Mode, num_trials: int | None
+    ) -> None:
+        if num_trials is None:
+            num_trials = reduction_factor ** (len(rungs) - 1)
+        super().__init__(rungs, reduction_factor, mode, num_trials)
+        self.sizes = sha_sizes(num_trials, len(rungs), reduction_factor)
+        self._stage = 0
+        self._members: list[str] = []  # trials of the current stage
+
+    def _new_job(self, new_trial_id: str) -> Job | None:
+        job = super()._new_job(new_trial_id)
+        if job is not None:
+            self._members.append(job.trial_id)
+        return job
+
+    def _settled(self, trial_id: str) -> bool:
+        trial = self._trials[trial_id]
+        if trial.status is TrialStatus.PAUSED:
+            return trial.step == trial.to_step == self.rungs[self._stage]
+        return trial.status is not TrialStatus.RUNNING
+
+    def _settle(self) -> None:
+        while (
+            self._stage < len(self.rungs) - 1
+            and len(self._trials) >= self.num_trials
+            and all(self._settled(t) for t in self._members)
+        ):
+            paused = [t for t in self._members if self._trials[t].status is TrialStatus.PAUSED]
+            ranked = sorted(  # stable: among ties the earlier member wins
+                (t for t in paused if is_number(self._trials[t].value)),
+                key=lambda t: sortable(self._trials[t].value, self.mode),
+                reverse=True,
+            )
+            self._stage += 1
+            self._members = ranked[: self.sizes[self._stage]]
+            for trial_id in paused:
+                if trial_id not in self._members:
+                    self._trials[trial_id].status = TrialStatus.PRUNED
+            self._ready += [Job(t, self.rungs[self._stage]) for t in self._members]

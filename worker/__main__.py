@@ -1,0 +1,5 @@
+import sys
+
+from worker._main import main
+
+sys.exit(main())

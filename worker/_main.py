@@ -1,0 +1,80 @@
+"""``elastune worker``: a Celery worker whose slots are its GPUs, on one queue of its own."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import socket
+import sys
+import time
+
+from celery import signals
+
+from worker._app import make_app
+from worker._broker import BrokerAddress
+from worker._slots import SlotPool
+from worker._task import set_client
+
+REGISTRY_KEY = "elastune:workers"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="elastune worker")
+    p.add_argument("--broker", default=os.environ.get("ELASTUNE_BROKER_URL"),
+                   help="Redis URL (or set ELASTUNE_BROKER_URL, which keeps it out of `ps`)")
+    p.add_argument("--queue", default=None, help="queue to consume (default: the worker name)")
+    p.add_argument("--slots", type=int, default=1, help="GPU slots of this worker")
+    p.add_argument("--name", default=None, help="worker name (default: host-pid)")
+    p.add_argument("--preload", action="append", default=[],
+                   help="module to import before taking work (the trainable's module)")
+    p.add_argument("--loglevel", default="WARNING")
+    args = p.parse_args(argv)
+    if not args.broker:
+        p.error("--broker is required (or set ELASTUNE_BROKER_URL)")
+    if args.slots < 1:
+        p.error(f"--slots must be >= 1, got {args.slots}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    queue = args.queue or name
+    os.environ["ELASTUNE_WORKER_NAME"] = name
+    address = BrokerAddress.parse(args.broker)
+    for module in args.preload:
+        importlib.import_module(module)
+    app = make_app(address)
+    client = address.client()
+    SlotPool(client, name).reset(args.slots)
+
+    @signals.worker_process_init.connect(weak=False)
+    def _child_init(**_: object) -> None:
+        set_client(address.client())
+
+    @signals.worker_ready.connect(weak=False)
+    def _ready(**_: object) -> None:
+        client.hset(REGISTRY_KEY, name, json.dumps({
+            "queue": queue, "slots": args.slots, "pid": os.getpid(),
+            "host": socket.gethostname(), "ts": time.time()}))
+
+    @signals.worker_shutdown.connect(weak=False)
+    def _gone(**_: object) -> None:
+        try:
+            client.hdel(REGISTRY_KEY, name)
+        except Exception:  # the broker may be gone first; registration is advisory
+            pass
+
+    set_client(client)
+    pool = ["-P", "solo"] if args.slots == 1 else ["-P", "prefork", "-c", str(args.slots)]
+    app.worker_main(argv=[
+        "worker", "-Q", queue, "-n", f"{name}@%h", "-l", args.loglevel,
+        "--without-gossip", "--without-mingle", "--without-heartbeat", *pool,
+    ])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
