@@ -199,7 +199,8 @@ def _default_name(trainable: object) -> str:
         if module not in ("__main__", "builtins"):
             parts.append(module.rsplit(".", 1)[-1])
         parts.append(qualname.rsplit(".", 1)[-1])
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts)).strip("-.")[:64].strip("-.")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts))
+    name = re.sub(r"-{2,}", "-", name).strip("-.")[:64].strip("-.")
     return name or "sweep"
 
 
@@ -601,7 +602,6 @@ def load_sweep(
             f"got {type(config).__name__}",
         )
     _apply_overrides(data, overrides)
-    _check_keys(data, TOP_LEVEL_KEYS + _ALSO_ACCEPTED, "", TOP_LEVEL_KEYS)
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:

@@ -375,6 +375,8 @@ class Controller:
             wall_s=end - self._started_at, spend_usd=spent,
             best_trial_id=best[0] if best else None, best_value=best[1] if best else None,
             message=message or reason)
+        if self.observer is not None:
+            self.observer(self.snapshot(end))
         self.executor.close()
         return end
 

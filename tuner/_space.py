@@ -232,6 +232,9 @@ def _bounds(kind: str, arg: object, where: _Where, keys: set[str]) -> dict[str, 
 
 
 def _parse_entry(name: str, value: object) -> Dimension:
+    if isinstance(value, CategoricalDistribution):
+        _scalars(value.choices, _Where("choice", name))  # params travel as JSON
+        return value
     if isinstance(value, BaseDistribution):
         return value
     if isinstance(value, Grid):

@@ -1,0 +1,155 @@
+"""End to end: tune() on the embedded default with real Celery workers and Redis."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from tuner import tune, uniform
+from tuner._store import Store
+from worker import load_checkpoint
+
+
+def _sweep(**over):
+    base = {
+        "name": "t",
+        "trainable": "tests.trainables:quadratic",
+        "metric": "score",
+        "mode": "max",
+        "space": {"x": uniform(0.0, 1.0)},
+        "scheduler": {"type": "asha", "min_resource": 1, "max_resource": 9,
+                      "reduction_factor": 3},
+        "num_trials": 9,
+        "seed": 1,
+        "provider": {"type": "local", "workers": 2},
+    }
+    base.update(over)
+    return base
+
+
+@pytest.fixture(scope="module")
+def asha_run(tmp_path_factory):
+    exp = tmp_path_factory.mktemp("asha") / "exp"
+    result = tune(_sweep(num_trials=12), time_budget="2m", cost_budget=1.0, experiment_dir=exp)
+    return result, Store(exp, readonly=True)
+
+
+def test_promoted_trials_continue_from_their_checkpoint(asha_run):
+    result, store = asha_run
+    assert result.state == "finished" and result.trials.shape[0] == 12
+    promoted = 0
+    for trial in result.trials.itertuples():
+        steps = [r["step"] for r in store.reports(trial.trial_id)]
+        assert steps == list(range(1, trial.last_step + 1)), (trial.trial_id, steps)
+        segments = store.segments(trial.trial_id)
+        for before, after in zip(segments, segments[1:], strict=False):
+            assert after["start_step"] == before["stop_step"]
+        if len(segments) > 1:
+            promoted += 1
+            # The checkpoint holds every step once: training resumed, never restarted.
+            state = load_checkpoint(result.experiment_dir / "checkpoints" / trial.trial_id,
+                                    trial.last_step)[1]
+            assert state["steps"] == list(range(1, trial.last_step + 1))
+    assert promoted >= 3
+
+
+def test_pruned_trials_never_run_past_their_rung(asha_run):
+    result, store = asha_run
+    rungs = {1, 3, 9}
+    for trial in result.trials.itertuples():
+        if trial.state == "pruned":
+            assert trial.last_step in rungs and trial.last_step < 9
+        for seg in store.segments(trial.trial_id):
+            reported = [r["step"] for r in store.reports(trial.trial_id)
+                        if r["segment_id"] == seg["segment_id"]]
+            assert max(reported) <= seg["stop_step"]
+            assert seg["stop_step"] in rungs
+    counts = Counter(s["stop_step"] for s in store.segments())
+    # ASHA: every trial runs rung 0; promotions into a rung never outnumber the rung below.
+    assert counts[1] == 12 and counts[3] <= counts[1] and counts[9] <= counts[3]
+    assert counts[9] >= 1
+
+
+def test_result_and_status_agree(asha_run):
+    result, store = asha_run
+    assert result.best_trial_id is not None
+    best = result.trials.set_index("trial_id").loc[result.best_trial_id]
+    assert result.best_value == pytest.approx(best["value"])
+    assert result.best_value == pytest.approx(result.trials["value"].max())
+    assert result.best_checkpoint is not None and result.best_checkpoint.exists()
+    assert result.spend_usd > 0 and result.budget_respected and result.deadline_met
+    assert set(result.trials.columns) >= {"trial_id", "state", "last_step", "value",
+                                          "gpu_seconds", "cost_usd", "params.x"}
+    assert result.trials["cost_usd"].sum() <= result.spend_usd + 1e-9
+
+
+def test_sha_runs_the_exact_stage_sizes(tmp_path):
+    result = tune(_sweep(scheduler={"type": "sha", "min_resource": 1, "max_resource": 9,
+                                    "reduction_factor": 3}),
+                  time_budget="2m", cost_budget=1.0, experiment_dir=tmp_path / "exp")
+    store = Store(tmp_path / "exp", readonly=True)
+    counts = Counter(s["stop_step"] for s in store.segments())
+    assert counts == {1: 9, 3: 3, 9: 1}
+    assert Counter(result.trials["state"]) == {"pruned": 8, "completed": 1}
+
+
+def test_the_sweep_stops_before_the_cost_budget(tmp_path):
+    # 36 $/h per worker with a 1 s billing minimum: the budget lasts a few seconds.
+    sweep = _sweep(trainable="tests.trainables:slow", space={"sleep": 0.1},
+                   num_trials=50, scheduler={"type": "asha", "min_resource": 5,
+                                             "max_resource": 45, "reduction_factor": 3},
+                   provider={"type": "local", "workers": 2, "price_per_hour": 36.0,
+                             "billing_minimum_s": 1})
+    result = tune(sweep, time_budget="2m", cost_budget=0.1, experiment_dir=tmp_path / "exp")
+    assert result.state == "finished"
+    assert 0.0 < result.spend_usd <= 0.1
+    assert result.budget_respected
+    assert result.trials.shape[0] < 50         # it did stop early
+    store = Store(tmp_path / "exp", readonly=True)
+    costs = sum(i["cost_usd"] for i in store.instances())
+    assert costs == pytest.approx(result.spend_usd)
+
+
+def test_the_sweep_ends_by_its_time_budget(tmp_path):
+    sweep = _sweep(trainable="tests.trainables:slow", space={"sleep": 0.2}, num_trials=40,
+                   scheduler={"type": "asha", "min_resource": 3, "max_resource": 27,
+                              "reduction_factor": 3})
+    result = tune(sweep, time_budget=5, cost_budget=None, experiment_dir=tmp_path / "exp")
+    assert result.state == "finished" and result.deadline_met
+    assert result.wall_s <= 5 + 5          # bounded grace: stopped segments end within a step
+    assert result.best_value is not None   # the best so far is returned
+    assert (result.trials["state"] == "stopped").sum() >= 1
+
+
+def test_a_trainable_defined_in_a_notebook_travels_as_a_code_bundle(tmp_path):
+    offset = 0.5
+
+    def train(params, ctx):  # a closure: workers cannot import it by name
+        for step in ctx.steps():
+            ctx.report(step, score=params["x"] + offset)
+        ctx.checkpoint(None)
+
+    result = tune(_sweep(trainable=train, num_trials=3,
+                         scheduler={"type": "asha", "min_resource": 1, "max_resource": 1,
+                                    "reduction_factor": 3}),
+                  time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    assert result.trials.shape[0] == 3
+    assert (result.trials["value"] >= 0.5).all()
+    assert (tmp_path / "exp" / "code" / "trainable.pkl").exists()
+    config = Store(tmp_path / "exp", readonly=True).experiment()["config"]
+    json.dumps(config)  # what is stored is JSON, with no pickled code in it
+
+
+def test_multi_gpu_trials_get_all_their_slots_on_one_worker(tmp_path):
+    result = tune(_sweep(trainable="tests.trainables:gpu_probe", space={"sleep": 0.0},
+                         num_trials=4, gpus_per_trial=2,
+                         scheduler={"type": "asha", "min_resource": 1, "max_resource": 1,
+                                    "reduction_factor": 3},
+                         provider={"type": "local", "workers": 2, "slots": 2}, metric="ngpus"),
+                  time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    reports = Store(tmp_path / "exp", readonly=True).reports()
+    assert len(reports) == 4
+    assert all(json.loads(r["metrics"])["env"] == 2 and r["value"] == 2 for r in reports)
+    assert result.state == "finished"
