@@ -444,11 +444,10 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     optuna_run = bench_optuna_digits(args.trials, args.workers)
     details["digits"] = {"trials": args.trials, "workers": args.workers,
                          "elastune": elastune, "optuna": optuna_run}
-    ray_version = _ray_tune_available()
     ratio_ray = None
+    ray_version = None if args.skip_ray else _ray_tune_available()
     if args.skip_ray:
-        details["digits"]["raytune"] = {"installed": ray_version is not None,
-                                        "note": "skipped (--skip-ray)"}
+        details["digits"]["raytune"] = {"note": "skipped (--skip-ray)"}
     elif ray_version is None:
         details["digits"]["raytune"] = {"installed": False, "note": "Ray Tune not installed"}
     else:

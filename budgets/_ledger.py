@@ -9,7 +9,7 @@ before starting work and :meth:`must_stop` on every tick, so spend never passes 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_MINIMUM_S = 60.0
 
@@ -19,7 +19,11 @@ class _Account:
     price_per_hour: float
     start: float
     end: float | None = None
-    busy_until: float = 0.0
+    holds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def busy_until(self) -> float:
+        return max(self.holds.values(), default=self.start)
 
 
 def billed(price_per_hour: float, seconds: float, minimum_s: float = DEFAULT_MINIMUM_S) -> float:
@@ -37,17 +41,22 @@ class Ledger:
 
     # -- instances -------------------------------------------------------------------------
     def open(self, instance_id: str, price_per_hour: float, t: float) -> None:
-        self._accounts[instance_id] = _Account(price_per_hour, t, busy_until=t)
+        self._accounts[instance_id] = _Account(price_per_hour, t)
 
     def close(self, instance_id: str, t: float) -> None:
         acct = self._accounts.get(instance_id)
         if acct is not None and acct.end is None:
             acct.end = t
 
-    def reserve(self, instance_id: str, until: float) -> None:
-        """The instance will be busy (and so kept, and paid) until ``until``."""
-        acct = self._accounts[instance_id]
-        acct.busy_until = max(acct.busy_until, until)
+    def reserve(self, instance_id: str, until: float, key: str = "") -> None:
+        """Work ``key`` keeps the instance busy (and so kept, and paid) until ``until``."""
+        self._accounts[instance_id].holds[key] = until
+
+    def release(self, instance_id: str, key: str = "") -> None:
+        """Work ``key`` has ended; its reservation no longer commits money."""
+        acct = self._accounts.get(instance_id)
+        if acct is not None:
+            acct.holds.pop(key, None)
 
     def running(self) -> list[str]:
         return [i for i, a in self._accounts.items() if a.end is None]
@@ -98,7 +107,11 @@ class Ledger:
         return self.committed(t, {instance_id: until}) <= self.budget_usd
 
     def must_stop(self, t: float, reaction_s: float) -> bool:
-        """True when stopping everything ``reaction_s`` from now is the last safe moment."""
+        """True when stopping everything ``reaction_s`` from now is the last safe moment.
+
+        This is the hard guarantee and so looks at money that will really accrue (every running
+        instance billed until ``t + reaction_s``), not at reservations, which are estimates.
+        """
         if self.budget_usd is None:
             return False
-        return self.committed(t + reaction_s) > self.budget_usd
+        return self.spent(t + reaction_s) > self.budget_usd

@@ -91,7 +91,9 @@ class LocalProvider:
             launched.append(inst)
         return launched
 
-    def terminate(self, instance_ids: Sequence[str], grace_s: float = 5.0) -> list[Instance]:
+    def terminate(self, instance_ids: Sequence[str], grace_s: float = 1.5) -> list[Instance]:
+        """SIGTERM (Celery's warm shutdown), then SIGKILL of the process group after
+        ``grace_s``: billing stops when the process is gone."""
         procs = [(iid, self._procs.get(iid)) for iid in instance_ids]
         for _, proc in procs:
             if proc is not None and proc.poll() is None:

@@ -420,6 +420,8 @@ def test_sweep_config_built_directly_validates_too():
         SchedulerConfig(max_resource=9, reduction_factor=1)
     with raises("provider.workers", ">= 1"):
         ProviderConfig(workers=0)
+    with raises("metric", "is required"):
+        SweepConfig.model_validate({k: v for k, v in base().items() if k != "metric"})
 
 
 def test_overrides_replace_top_level_keys(tmp_path, train_module):
@@ -539,6 +541,7 @@ def test_every_key_error_names_it():
         ({"provider": {"slots": True}}, "provider.slots", ("integer",)),
         ({"provider": {"price_per_hour": -1}}, "provider.price_per_hour", (">= 0",)),
         ({"provider": {"price_per_hour": math.inf}}, "provider.price_per_hour", ("finite",)),
+        ({"provider": {"billing_minimum_s": -1}}, "provider.billing_minimum_s", (">= 0",)),
         (
             {"provider": {"type": "aws", "machine_types": ["g2-standard-4"]}},
             "provider.machine_types",
@@ -652,6 +655,21 @@ def test_resolve_trainable_imports_from_the_search_path(tmp_path, train_module):
     )
     assert sys.path == before
     assert resolve_trainable(train) is train
+
+
+def test_resolve_trainable_finds_the_package_a_sweep_file_sits_in(tmp_path, monkeypatch):
+    package = f"pkg_{uuid.uuid4().hex[:8]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "model.py").write_text("def train(params, ctx):\n    return None\n")
+    sweep = tmp_path / package / "sweep.yaml"
+    sweep.write_text(INTERFACES_YAML.format(module=f"{package}.model"))
+    monkeypatch.chdir(tmp_path.parent)
+    try:
+        assert load_sweep(sweep).resolve_trainable().__module__ == f"{package}.model"
+    finally:
+        for name in (package, f"{package}.model"):
+            sys.modules.pop(name, None)
 
 
 def test_resolve_trainable_imports_from_the_cwd(tmp_path, train_module, monkeypatch):

@@ -33,8 +33,13 @@ def test_commitments_count_reserved_busy_time():
     ledger.open("a", 36.0, 0)                            # 0.01 $/s
     assert ledger.can_commit("a", until=90, t=0)         # 0.90
     assert not ledger.can_commit("a", until=101, t=0)    # 1.01
-    ledger.reserve("a", 90)
+    ledger.reserve("a", 90, key="seg-1")
+    ledger.reserve("a", 80, key="seg-2")
     assert ledger.committed(10) == pytest.approx(0.9)
+    ledger.release("a", "seg-1")                        # seg-1 ended early
+    assert ledger.committed(10) == pytest.approx(0.8)
+    ledger.release("a", "seg-2")
+    assert ledger.committed(10) == pytest.approx(0.6)   # the 60 s minimum still holds
 
 
 def test_must_stop_fires_before_spend_can_pass_the_budget():

@@ -33,7 +33,7 @@ def gpu_probe(params, ctx):
 def failing(params, ctx):
     for step in ctx.steps():
         if step >= params.get("fail_at", 1):
-            raise RuntimeError("boom at step %d" % step)
+            raise RuntimeError(f"boom at step {step}")
         ctx.report(step, score=0.0)
 
 

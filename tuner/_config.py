@@ -21,6 +21,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import BaseSampler, GridSampler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from budgets import DEFAULT_MINIMUM_S
 from tuner._duration import parse_duration, parse_money
 from tuner._errors import ConfigError
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
@@ -100,6 +101,13 @@ class _Model(BaseModel):
         except ValidationError as exc:
             raise _config_error(exc, type(self)._key) from None
 
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(exc, cls._key) from None
+
 
 class _Section(_Model):
     @model_validator(mode="before")
@@ -146,6 +154,8 @@ class ProviderConfig(_Section):
     workers: int = Field(2, ge=1, strict=True)
     slots: int = Field(1, ge=1, strict=True)  # GPUs (trial slots) per worker
     price_per_hour: float = Field(1.0, ge=0, strict=True, allow_inf_nan=False)
+    # Each instance is billed at least this long (per-second billing after it).
+    billing_minimum_s: float = Field(DEFAULT_MINIMUM_S, ge=0, strict=True, allow_inf_nan=False)
     region: str | None = Field(None, min_length=1, strict=True)
     zone: str | None = Field(None, min_length=1, strict=True)
     project: str | None = Field(None, min_length=1, strict=True)
@@ -209,8 +219,10 @@ def resolve_trainable(
 ) -> Callable[..., Any]:
     """The trainable function named by ``spec`` (``"package.module:function"``), or ``spec`` itself.
 
-    For the import attempt, the directories in ``search_path`` (e.g. the sweep YAML's directory)
-    and the current directory are put in front of ``sys.path``; they are taken out again after.
+    For the import attempt, the directories in ``search_path`` (e.g. the sweep YAML's directory;
+    its parent too when it is the top package of the module, as for ``examples/digits.yaml``
+    naming ``examples.digits:train``) and the current directory are put in front of
+    ``sys.path``; they are taken out again after.
     The result must accept two positional arguments ``(params, ctx)``. Every failure is a
     :class:`ConfigError` with field ``trainable`` that says what failed.
 
@@ -227,7 +239,14 @@ def resolve_trainable(
             f"expected a callable or an import path 'package.module:function'; got {_given(spec)}",
         )
     module_name, _, attr = spec.partition(":")
-    dirs = [os.fspath(Path(p).resolve()) for p in (search_path or ())] + [os.getcwd()]
+    dirs: list[str] = []
+    top_package = module_name.split(".")[0]
+    for entry in search_path or ():
+        folder = Path(entry).resolve()
+        dirs.append(os.fspath(folder))
+        if folder.name == top_package:  # the YAML sits inside the trainable's own package
+            dirs.append(os.fspath(folder.parent))
+    dirs.append(os.getcwd())
     added = [d for d in dict.fromkeys(dirs) if d not in sys.path]
     sys.path[:0] = added
     try:
@@ -602,7 +621,4 @@ def load_sweep(
             f"got {type(config).__name__}",
         )
     _apply_overrides(data, overrides)
-    try:
-        return SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        raise _config_error(exc) from None
+    return SweepConfig.model_validate(data)

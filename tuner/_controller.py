@@ -207,12 +207,18 @@ class Controller:
             steps = job.to_step - trial.step
             expected_end = now + steps * self._seconds_per_step() * 1.5
             if not self.ledger.can_commit(inst.instance_id, expected_end, now):
-                # The job is dropped: the sweep winds down with what it has.
-                self._budget_blocked = True
-                self._set_trial_state(trial, "stopped", now)
+                if self.running:
+                    # Hand the job back: it is offered again once running work has ended
+                    # (and step times are better known).
+                    self.scheduler.on_job_lost(trial.trial_id)
+                    self._set_trial_state(trial, "paused", now)
+                else:
+                    # Nothing left to wait for: the sweep winds down with what it has.
+                    self._budget_blocked = True
+                    self._set_trial_state(trial, "stopped", now)
                 return
-            self.ledger.reserve(inst.instance_id, expected_end)
-            self._submit(trial, job, inst, slots_needed, now)
+            segment_id = self._submit(trial, job, inst, slots_needed, now)
+            self.ledger.reserve(inst.instance_id, expected_end, segment_id)
 
     def _trial_for(self, job: Job, now: float) -> _Trial:
         if not job.new:
@@ -223,7 +229,7 @@ class Controller:
         self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
         return trial
 
-    def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> None:
+    def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
         n = self._seg_counter.get(trial.trial_id, 0) + 1
         self._seg_counter[trial.trial_id] = n
         segment = Segment(
@@ -241,6 +247,7 @@ class Controller:
                                segment.start_step, segment.stop_step, segment.gpus, now)
         self._set_trial_state(trial, "running", now)
         self.executor.submit(segment, inst)
+        return segment.segment_id
 
     # -- events -----------------------------------------------------------------------------
     def _handle(self, events: list[Event]) -> None:
@@ -276,6 +283,7 @@ class Controller:
             return
         now = self.clock.now()
         self.used_slots[run.instance_id] -= run.slots
+        self.ledger.release(run.instance_id, event.segment_id)
         seg = run.segment
         trial = self.trials[seg.trial_id]
         started = run.started_at if run.started_at is not None else event.ts
@@ -343,7 +351,11 @@ class Controller:
     def _shutdown(self, state: str, reason: str, message: str | None) -> float:
         if self.running:
             self.executor.request_stop(list(self.running))
-            give_up = self.clock.now() + self.settings.stop_grace_s
+            # Out of money, stopped segments get a part of the reaction time (the rest is for
+            # terminating instances); at the deadline they get the grace to checkpoint.
+            wait = (self.settings.reaction_s * 0.4 if reason == "budget"
+                    else self.settings.stop_grace_s)
+            give_up = self.clock.now() + wait
             while self.running and self.clock.now() < give_up:
                 self._handle(self.executor.poll(min(self.settings.tick_s * 4, 0.2)))
             now = self.clock.now()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from budgets import DEFAULT_MINIMUM_S, Ledger, RealClock, billed
+from budgets import Ledger, RealClock, billed
 from cloud import LocalProvider
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
@@ -26,6 +26,9 @@ from worker import BrokerAddress, BrokerURLError, EmbeddedRedis, write_bundle
 
 _UNSET: Any = object()
 DEFAULT_ROOT = "experiments"
+# Local workers stop within a step and terminate in about a second: the budget watchdog acts
+# this long before spend could reach the cost budget.
+LOCAL_REACTION_S = 3.0
 
 
 def tune(
@@ -87,8 +90,10 @@ def tune(
                                      sweep.mode, sweep.num_trials),
             sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
             executor=CeleryExecutor(address, experiment_id),
-            provider=provider, ledger=Ledger(sweep.cost_budget_usd), store=store, clock=clock,
-            settings=Settings(), observer=observer)
+            provider=provider,
+            ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s),
+            store=store, clock=clock, settings=Settings(reaction_s=LOCAL_REACTION_S),
+            observer=observer)
         outcome = controller.run()
     finally:
         if embedded is not None:
@@ -167,11 +172,12 @@ def _check_affordable(sweep: SweepConfig) -> None:
     budget = sweep.cost_budget_usd
     if budget is None:
         return
-    minimum = billed(sweep.provider.price_per_hour, 0.0, DEFAULT_MINIMUM_S)
+    minimum_s = sweep.provider.billing_minimum_s
+    minimum = billed(sweep.provider.price_per_hour, 0.0, minimum_s)
     if minimum > budget:
         raise ConfigError(
             "budget.cost",
-            f"{budget} USD does not cover one worker's {DEFAULT_MINIMUM_S:.0f} s billing minimum "
+            f"{budget} USD does not cover one worker's {minimum_s:.0f} s billing minimum "
             f"({minimum:.4f} USD at {sweep.provider.price_per_hour} USD/h)")
 
 
