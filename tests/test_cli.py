@@ -118,3 +118,34 @@ def test_human_output_names_best_and_spend(tmp_path):
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "best" in run.stdout and "spend" in run.stdout
+
+
+def test_status_reads_the_store_while_the_sweep_runs(tmp_path):
+    import time
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("tests.trainables:quadratic", "tests.trainables:slow")
+                     .replace("x: {uniform: [0.0, 1.0]}", "sleep: 0.3"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    exp = tmp_path / "exp"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--json",
+                             "--dir", str(exp)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (exp / "experiment.db").exists():
+            status = subprocess.run([sys.executable, "-m", "tuner.cli", "status", str(exp),
+                                     "--json"], cwd=ROOT, env=env, capture_output=True,
+                                    text=True, timeout=30)
+            if status.returncode == 0:
+                doc = json.loads(status.stdout)
+                if doc["state"] == "running" and doc["trials"]["running"] > 0:
+                    seen = doc
+                    break
+        time.sleep(0.2)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert seen is not None, "status never saw the sweep running"
+    assert seen["wall_s"] is not None and seen["deadline_met"] is not None
+    assert json.loads(out)["state"] == "finished"

@@ -153,3 +153,114 @@ def test_multi_gpu_trials_get_all_their_slots_on_one_worker(tmp_path):
     assert len(reports) == 4
     assert all(json.loads(r["metrics"])["env"] == 2 and r["value"] == 2 for r in reports)
     assert result.state == "finished"
+
+
+def test_a_killed_worker_costs_its_segment_not_the_sweep(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    killed: list[int] = []
+
+    def kill_one_worker(snapshot):
+        if killed or snapshot["running_segments"] == 0:
+            return
+        pids = subprocess.run(["pgrep", "-f", "--", "--name lossy-w-1 "],
+                              capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+            killed.append(int(pid))
+
+    sweep = _sweep(trainable="tests.trainables:quadratic", space={"x": uniform(0, 1),
+                                                                   "sleep": 0.15},
+                   num_trials=6, scheduler={"type": "asha", "min_resource": 3,
+                                            "max_resource": 9, "reduction_factor": 3})
+    result = tune(sweep, time_budget="2m", cost_budget=None, experiment_dir=tmp_path / "lossy",
+                  observer=kill_one_worker)
+    assert killed, "no worker was killed"
+    store = Store(tmp_path / "lossy", readonly=True)
+    lost = [s for s in store.segments() if s["state"] == "lost"]
+    assert lost, "the killed worker's segment was not marked lost"
+    assert result.state == "finished"
+    assert set(result.trials["state"]) <= {"completed", "pruned"}   # no trial lost or failed
+    instances = store.instances()
+    assert len(instances) == 3                                      # a replacement was launched
+    for trial in result.trials.itertuples():                        # curves stay continuous
+        steps = [r["step"] for r in store.reports(trial.trial_id)]
+        assert steps == list(range(1, trial.last_step + 1))
+
+
+def test_a_failing_trainable_is_retried_then_failed_and_the_sweep_goes_on(tmp_path):
+    sweep = _sweep(trainable="tests.trainables:failing", space={"fail_at": 2}, num_trials=3,
+                   max_failures=1, scheduler={"type": "asha", "min_resource": 3,
+                                              "max_resource": 9, "reduction_factor": 3})
+    result = tune(sweep, time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    assert result.state == "finished"
+    assert list(result.trials["state"]) == ["failed"] * 3
+    assert (result.trials["failures"] == 2).all()          # the first try and one retry
+    assert all("boom at step 2" in e for e in result.trials["error"])
+    assert result.best_value is None
+
+
+def test_nan_values_rank_last(tmp_path):
+    from tuner import choice
+
+    sweep = _sweep(trainable="tests.trainables:nan_reporter",
+                   space={"x": choice([0.1, 0.2, 0.9])}, sampler="grid", num_trials=3,
+                   scheduler={"type": "asha", "min_resource": 1, "max_resource": 3,
+                              "reduction_factor": 3})
+    result = tune(sweep, time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    assert sorted(result.trials["params.x"]) == [0.1, 0.2, 0.9]    # the grid, each once
+    assert result.best_params == {"x": 0.2} and result.best_value == pytest.approx(0.2)
+
+
+def test_hyperband_runs_its_brackets(tmp_path):
+    sweep = _sweep(scheduler={"type": "hyperband", "min_resource": 1, "max_resource": 9,
+                              "reduction_factor": 3}, num_trials=None)
+    result = tune(sweep, time_budget="2m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    # JMLR Hyperband for R=9, eta=3: brackets of 9, 5 and 3 trials starting at 1, 3 and 9.
+    assert result.trials.shape[0] == 17
+    assert Counter(result.trials["bracket"]) == {0: 9, 1: 5, 2: 3}
+    store = Store(tmp_path / "exp", readonly=True)
+    first = {}
+    for seg in store.segments():
+        first.setdefault(seg["trial_id"], seg["stop_step"])
+    by_bracket = result.trials.set_index("trial_id")["bracket"]
+    assert {by_bracket[t]: s for t, s in first.items()} == {0: 1, 1: 3, 2: 9}
+
+
+def test_the_same_seed_samples_the_same_params(tmp_path):
+    def params(name, seed):
+        sweep = _sweep(sampler="random", num_trials=4, seed=seed,
+                       scheduler={"type": "asha", "min_resource": 1, "max_resource": 1,
+                                  "reduction_factor": 3})
+        result = tune(sweep, time_budget="1m", cost_budget=None, experiment_dir=tmp_path / name)
+        return list(result.trials["params.x"])
+
+    assert params("a", 7) == params("b", 7)
+    assert params("a2", 7) != params("c", 8)
+
+
+def test_a_trainable_in_a_scripts_main_works(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "script.py"
+    exp = str(tmp_path / "e")
+    script.write_text(
+        "from tuner import tune, uniform\n"
+        "def train(params, ctx):\n"
+        "    for step in ctx.steps():\n"
+        "        ctx.report(step, score=params['x'])\n"
+        "    ctx.checkpoint(None)\n"
+        "if __name__ == '__main__':\n"
+        "    r = tune({'trainable': train, 'metric': 'score', 'space': {'x': uniform(0, 1)},\n"
+        "              'scheduler': {'max_resource': 3}, 'num_trials': 3},\n"
+        f"             time_budget='1m', cost_budget=None, experiment_dir={exp!r})\n"
+        "    print(r.state, r.trials.shape[0])\n")
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["finished", "3"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from budgets import Clock, Ledger
+from budgets import Clock, Ledger, billed
 from cloud import Provider
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
@@ -50,6 +50,7 @@ class Settings:
     reaction_s: float = 15.0         # budget margin: time to stop segments and terminate VMs
     prior_s_per_step: float = 1.0    # step time assumed before any segment was measured
     spend_every_s: float = 1.0       # how often spend is written to the store
+    instance_check_s: float = 1.0    # how often the provider is asked which instances live
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Controller:
         self._step_times: list[float] = []
         self._budget_blocked = False
         self._last_spend_write = -math.inf
+        self._last_instance_check = -math.inf
         self._started_at = 0.0
 
     # -- the loop ---------------------------------------------------------------------------
@@ -118,6 +120,7 @@ class Controller:
         self._started_at = start = self.clock.now()
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
         state, reason, message = "finished", "done", None
+        self.store.update_experiment(started_at=start, state="running")
         try:
             self._launch(self.spec.workers)
             while True:
@@ -148,18 +151,21 @@ class Controller:
                        best[0] if best else None, best[1] if best else None,
                        list(self.latencies), message)
 
-    def _launch(self, count: int) -> None:
+    def _launch(self, count: int, required: bool = True) -> None:
         price = self.provider.price_per_hour(self.spec.instance_type)
         now = self.clock.now()
         affordable = 0
-        probe = Ledger(self.ledger.budget_usd, self.ledger.minimum_s)
+        committed_now = self.ledger.committed(now)
         for _ in range(count):
-            if not probe.can_launch(price, now):
+            extra = billed(price, 0.0, self.ledger.minimum_s) * (affordable + 1)
+            if self.ledger.budget_usd is not None and (
+                    committed_now + extra > self.ledger.budget_usd):
                 break
-            probe.open(f"probe-{affordable}", price, now)
             affordable += 1
         if affordable == 0:
-            raise RuntimeError("the cost budget does not cover one worker's billing minimum")
+            if required:
+                raise RuntimeError("the cost budget does not cover one worker's billing minimum")
+            return
         for inst in self.provider.launch(affordable, self.spec.instance_type,
                                          tags={"experiment": self.spec.experiment_id}):
             self.instances[inst.instance_id] = inst
@@ -340,12 +346,46 @@ class Controller:
                                 value=trial.value, failures=trial.failures)
 
     def _tick(self, now: float) -> None:
+        if now - self._last_instance_check >= self.settings.instance_check_s:
+            self._last_instance_check = now
+            self._check_instances(now)
         if now - self._last_spend_write >= self.settings.spend_every_s:
             self._last_spend_write = now
             self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
                                     len(self.ledger.running()))
             if self.observer is not None:
                 self.observer(self.snapshot(now))
+
+    def _check_instances(self, now: float) -> None:
+        """A worker that died (or a VM that vanished) costs its segments, never the sweep."""
+        lost = 0
+        for inst in self.provider.list(self.spec.experiment_id):
+            known = self.instances.get(inst.instance_id)
+            if known is None or known.state == InstanceState.TERMINATED:
+                continue
+            if inst.state != InstanceState.TERMINATED:
+                continue
+            lost += 1
+            self.instances[inst.instance_id] = inst
+            self.ready.discard(inst.instance_id)
+            end = inst.terminated_at if inst.terminated_at is not None else now
+            self.ledger.close(inst.instance_id, end)
+            self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))
+            for seg_id, run in list(self.running.items()):
+                if run.instance_id != inst.instance_id:
+                    continue
+                del self.running[seg_id]
+                # Training resumes from the trial's last checkpoint: what this segment
+                # reported after it is superseded by the re-run.
+                self.store.drop_reports(seg_id)
+                self.store.update_segment(seg_id, state="lost", finished_at=now)
+                trial = self.trials[run.segment.trial_id]
+                trial.last_report = {s: v for s, v in trial.last_report.items()
+                                     if s <= trial.step}
+                self.scheduler.on_job_lost(trial.trial_id)
+                self._set_trial_state(trial, "paused", now)
+        if lost:
+            self._launch(lost, required=False)
 
     # -- the end ----------------------------------------------------------------------------
     def _shutdown(self, state: str, reason: str, message: str | None) -> float:

@@ -13,6 +13,14 @@ from optuna.trial import TrialState
 from tuner._space import Grid
 
 
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler whose exhausted grid does not call ``study.stop()``, which only works inside
+    ``study.optimize``; here the scheduler's ``num_trials`` ends the sweep."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalar
         return value.item()
@@ -41,7 +49,7 @@ class Sampler:
         if isinstance(sampler, optuna.samplers.BaseSampler):
             chosen = sampler
         elif grids or sampler == "grid":
-            chosen = optuna.samplers.GridSampler(grids or self._grid_of(self._dists), seed=seed)
+            chosen = _AskTellGridSampler(grids or self._grid_of(self._dists), seed=seed)
         elif sampler == "random":
             chosen = optuna.samplers.RandomSampler(seed=seed)
         else:
@@ -50,6 +58,7 @@ class Sampler:
         self.study = optuna.create_study(
             direction="maximize" if mode == "max" else "minimize", sampler=chosen)
         self._trials: dict[str, optuna.Trial] = {}
+        self._reported: dict[str, set[int]] = {}
 
     @staticmethod
     def _grid_of(dists: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
@@ -67,13 +76,16 @@ class Sampler:
         return {**params, **self._fixed}
 
     def report(self, trial_id: str, value: float | None, step: int) -> None:
-        if value is not None and math.isfinite(value):
-            trial = self._trials[trial_id]
-            if step not in trial.storage.get_trial(trial._trial_id).intermediate_values:
+        trial = self._trials.get(trial_id)
+        if trial is not None and value is not None and math.isfinite(value):
+            reported = self._reported.setdefault(trial_id, set())
+            if step not in reported:  # a re-run segment reaches the same rung again
+                reported.add(step)
                 trial.report(value, step)
 
     def tell(self, trial_id: str, state: str, value: float | None) -> None:
         trial = self._trials.pop(trial_id, None)
+        self._reported.pop(trial_id, None)
         if trial is None:
             return
         if state == "completed" and value is not None and math.isfinite(value):

@@ -136,6 +136,10 @@ class Store:
             self._db.executemany("INSERT INTO reports VALUES (?,?,?,?,?,?)",
                                  [(a, b, c, _nan_to_none(d), e, f) for a, b, c, d, e, f in rows])
 
+    def drop_reports(self, segment_id: str) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM reports WHERE segment_id = ?", (segment_id,))
+
     def upsert_instance(self, instance: Any, cost_usd: float | None = None) -> None:
         with self._db:
             self._db.execute(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
-import inspect
+import math
 import os
 import re
 from collections.abc import Callable
@@ -87,7 +87,7 @@ def tune(
         controller = Controller(
             spec,
             scheduler=make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                                     sweep.mode, sweep.num_trials),
+                                     sweep.mode, _num_trials(sweep)),
             sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
             executor=CeleryExecutor(address, experiment_id),
             provider=provider,
@@ -116,6 +116,13 @@ def tune(
         dispatch_latencies_s=outcome.dispatch_latencies_s, status=status)
     store.close()
     return result
+
+
+def _num_trials(sweep: SweepConfig) -> int | None:
+    """A grid search runs its whole grid unless told otherwise."""
+    if sweep.num_trials is None and sweep.sampler == "grid":
+        return math.prod(len(v) for v in sweep.grid_search_space().values())
+    return sweep.num_trials
 
 
 def _parse_broker(broker_url: str | None) -> BrokerAddress | None:
@@ -200,10 +207,3 @@ def _experiment_dir(name: str, experiment_dir: str | Path | None) -> tuple[Path,
         k += 1
     return root / f"{name}-{stamp}-{k}", f"{name}-{stamp}-{k}"
 
-
-def trainable_signature_ok(fn: Callable[..., Any]) -> bool:
-    try:
-        inspect.signature(fn).bind(None, None)
-    except (TypeError, ValueError):
-        return False
-    return True
