@@ -71,7 +71,7 @@ class LocalProvider:
         for _ in range(count):
             iid = f"{self._prefix}-{next(self._counter)}"
             cmd = [sys.executable, "-m", "worker", "--name", iid, "--queue", iid,
-                   "--slots", str(self._slots)]
+                   "--slots", str(self._slots), "--parent-pid", str(os.getpid())]
             for module in self._preload:
                 cmd += ["--preload", module]
             out = subprocess.DEVNULL

@@ -45,6 +45,12 @@ BAD = {
     "bad reduction factor": (GOOD.replace("reduction_factor: 3", "reduction_factor: 1"),
                              "scheduler.reduction_factor"),
     "unknown key": (GOOD + "colour: blue\n", "colour"),
+    "cloud provider not in this version": (
+        GOOD.replace("provider: {type: local, workers: 2}",
+                     "provider: {type: aws, region: us-east-1, instance_types: [g5.xlarge]}"),
+        "provider.type"),
+    "budget below one billing minimum": (GOOD.replace("cost: 1.0", "cost: 0.001"),
+                                         "budget.cost"),
 }
 
 
@@ -149,3 +155,34 @@ def test_status_reads_the_store_while_the_sweep_runs(tmp_path):
     assert seen is not None, "status never saw the sweep running"
     assert seen["wall_s"] is not None and seen["deadline_met"] is not None
     assert json.loads(out)["state"] == "finished"
+
+
+def test_a_killed_controller_leaves_no_worker_or_broker_behind(tmp_path):
+    import signal
+    import time
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("tests.trainables:quadratic", "tests.trainables:slow")
+                     .replace("x: {uniform: [0.0, 1.0]}", "sleep: 0.5"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    exp = tmp_path / "exp"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--json",
+                             "--dir", str(exp)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    children: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(children) < 3:   # redis + 2 workers
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        time.sleep(0.2)
+    assert len(children) >= 3, children
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    alive = children
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if os.path.exists(f"/proc/{pid}")
+                 and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
+        time.sleep(0.2)
+    assert not alive, f"still running after the controller died: {alive}"

@@ -55,6 +55,9 @@ def tune(
     if seed is not _UNSET:
         overrides["seed"] = seed
     sweep = load_sweep(config, **overrides)
+    if sweep.provider.type != "local":
+        raise ConfigError("provider.type", f"{sweep.provider.type!r} is not available in this "
+                          "version of elastune; allowed: 'local'")
     address = _parse_broker(broker_url)
     trainable_spec, code_roots, preload, bundle_fn = _locate_trainable(sweep)
     _check_affordable(sweep)

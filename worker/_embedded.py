@@ -18,6 +18,7 @@ from pathlib import Path
 import redis
 
 from worker._broker import BrokerAddress
+from worker._lifetime import die_with_parent
 
 
 def redis_server_binary() -> str:
@@ -58,7 +59,7 @@ class EmbeddedRedis:
         self._proc = subprocess.Popen(
             [redis_server_binary(), str(conf)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=die_with_parent,
         )
         self.address = BrokerAddress("unix", None, None, str(sock), password)
         deadline = time.monotonic() + timeout_s

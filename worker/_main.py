@@ -14,6 +14,7 @@ from celery import signals
 
 from worker._app import make_app
 from worker._broker import BrokerAddress
+from worker._lifetime import die_with_parent
 from worker._slots import SlotPool
 from worker._task import set_client
 
@@ -30,6 +31,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--preload", action="append", default=[],
                    help="module to import before taking work (the trainable's module)")
     p.add_argument("--loglevel", default="WARNING")
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="exit when this process (the controller that started us) exits")
     args = p.parse_args(argv)
     if not args.broker:
         p.error("--broker is required (or set ELASTUNE_BROKER_URL)")
@@ -40,6 +43,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     queue = args.queue or name
     os.environ["ELASTUNE_WORKER_NAME"] = name

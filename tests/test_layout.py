@@ -1,0 +1,54 @@
+"""The package layout the architecture asks for: import directions and lazy cloud SDKs."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = {"tuner", "budgets", "cloud", "worker", "records"}
+ALLOWED = {
+    "tuner": {"budgets", "cloud", "worker", "records"},
+    "cloud": {"budgets", "records"},
+    "worker": {"records"},
+    "budgets": set(),
+    "records": set(),
+}
+
+
+def _imports(package: str) -> set[str]:
+    found = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found |= {n.split(".")[0] for n in names} & OURS
+    return found - {package}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_import_direction(package):
+    assert _imports(package) <= ALLOWED[package]
+
+
+def test_init_files_only_export():
+    for package in OURS | {"tuner/schedulers"}:
+        tree = ast.parse((ROOT / package / "__init__.py").read_text())
+        for node in tree.body:
+            assert isinstance(node, (ast.Expr, ast.ImportFrom, ast.Import, ast.Assign)), (
+                f"{package}/__init__.py holds {type(node).__name__}")
+
+
+def test_importing_the_api_loads_no_cloud_sdk():
+    code = ("import sys, tuner, cloud, worker, budgets\n"
+            "bad = [m for m in ('boto3', 'botocore', 'google.cloud.compute') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
