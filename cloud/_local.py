@@ -20,6 +20,7 @@ from records import Instance, InstanceState
 
 DEFAULT_PRICE_PER_HOUR = 1.0
 INSTANCE_TYPE = "local"
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class LocalProvider:
@@ -67,6 +68,11 @@ class LocalProvider:
         env["PYTHONPATH"] = os.pathsep.join(
             [*self._python_path, *filter(None, [env.get("PYTHONPATH")])])
         env.pop("CUDA_VISIBLE_DEVICES", None)
+        # Each local "VM" gets its share of the cores, as a real VM would: math libraries
+        # otherwise start one thread per core in every worker and oversubscribe the machine.
+        threads = str(max(1, (os.cpu_count() or 1) // max(1, count + len(self.live()))))
+        for var in _THREAD_VARS:
+            env.setdefault(var, threads)
         launched = []
         for _ in range(count):
             iid = f"{self._prefix}-{next(self._counter)}"
@@ -91,21 +97,19 @@ class LocalProvider:
             launched.append(inst)
         return launched
 
-    def terminate(self, instance_ids: Sequence[str], grace_s: float = 1.5) -> list[Instance]:
-        """SIGTERM (Celery's warm shutdown), then SIGKILL of the process group after
-        ``grace_s``: billing stops when the process is gone."""
-        procs = [(iid, self._procs.get(iid)) for iid in instance_ids]
-        for _, proc in procs:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+    def live(self) -> list[str]:
+        return [iid for iid, p in self._procs.items() if p.poll() is None]
+
+    def terminate(self, instance_ids: Sequence[str]) -> list[Instance]:
+        """Stop the worker processes at once, as a cloud stops a VM: the controller has already
+        stopped or collected every segment on them. Billing stops when the process is gone."""
         done = []
-        for iid, proc in procs:
+        for iid in instance_ids:
+            proc = self._procs.get(iid)
             if proc is not None:
-                try:
-                    proc.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
+                if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                proc.wait()
             inst = self._instances.get(iid)
             if inst is not None and inst.state != InstanceState.TERMINATED:
                 inst = inst.model_copy(update={"state": InstanceState.TERMINATED,

@@ -26,6 +26,6 @@ class Segment(BaseModel):
     stop_step: int = Field(ge=1)
     gpus: int = Field(default=1, ge=0)
     checkpoint_dir: str
-    events_key: str = Field(description="Redis stream the worker writes events to")
-    stop_key: str = Field(description="Redis set of segment ids asked to stop")
+    events_key: str = Field("", description="where the worker sends events (set by the executor)")
+    stop_key: str = Field("", description="where stop requests are read (set by the executor)")
     submitted_at: float = 0.0

@@ -244,8 +244,6 @@ class Controller:
             trainable=self.spec.trainable, params=trial.params, start_step=trial.step,
             stop_step=job.to_step, gpus=self.spec.gpus_per_trial,
             checkpoint_dir=str(self.spec.checkpoint_root / trial.trial_id),
-            events_key=getattr(self.executor, "events_key", ""),
-            stop_key=getattr(self.executor, "stop_key", ""),
             submitted_at=now)
         self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots)
         self.used_slots[inst.instance_id] += slots

@@ -49,6 +49,8 @@ class CeleryExecutor:
         self._trim_to: str | None = None
 
     def submit(self, segment: Segment, instance: Instance) -> None:
+        segment = segment.model_copy(update={"events_key": self.events_key,
+                                             "stop_key": self.stop_key})
         self._app.send_task(TASK_NAME, args=[segment.model_dump()], queue=instance.queue)
 
     def poll(self, timeout_s: float) -> list[Event]:
