@@ -69,7 +69,8 @@ def test_pruned_trials_never_run_past_their_rung(asha_run):
     counts = Counter(s["stop_step"] for s in store.segments())
     # ASHA: every trial runs rung 0; promotions into a rung never outnumber the rung below.
     assert counts[1] == 12 and counts[3] <= counts[1] and counts[9] <= counts[3]
-    assert counts[9] >= 1
+    # ...and by the end every trial in the top 1/eta of a rung has been promoted.
+    assert counts[3] >= counts[1] // 3 and counts[9] >= counts[3] // 3 >= 1
 
 
 def test_result_and_status_agree(asha_run):
@@ -264,3 +265,44 @@ def test_a_trainable_in_a_scripts_main_works(tmp_path):
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["finished", "3"]
+
+
+def test_a_remote_broker_over_tcp_with_a_password(tmp_path):
+    import secrets
+    import socket
+    import subprocess
+
+    from worker._embedded import redis_server_binary
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    password = secrets.token_urlsafe(16)
+    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                               "--requirepass", password, "--save", "", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL)
+    try:
+        import redis
+
+        client = redis.Redis(port=port, password=password)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                import time
+
+                time.sleep(0.05)
+        result = tune(_sweep(num_trials=3, scheduler={"type": "asha", "min_resource": 1,
+                                                      "max_resource": 3,
+                                                      "reduction_factor": 3}),
+                      time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp",
+                      broker_url=f"redis://:{password}@127.0.0.1:{port}/0")
+        assert result.state == "finished" and result.trials.shape[0] == 3
+        # The password is in no file of the experiment: store, logs, code, checkpoints.
+        for path in (tmp_path / "exp").rglob("*"):
+            if path.is_file():
+                assert password.encode() not in path.read_bytes(), path
+    finally:
+        server.terminate()
+        server.wait()
