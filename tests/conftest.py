@@ -7,8 +7,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from worker import REGISTRY_KEY, EmbeddedRedis
+
+# CI replays the same examples every run (a red build always means a change did it); local
+# runs explore new ones.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -430,8 +430,12 @@ def test_overrides_replace_top_level_keys(tmp_path, train_module):
 
     cfg = load_sweep(path, time_budget="1h")
     assert (cfg.time_budget_s, cfg.cost_budget_usd) == (3600.0, 2.0)
-    cfg = load_sweep(path, cost_budget="$5", time_budget=None)  # None: not given, the file's stays
-    assert (cfg.time_budget_s, cfg.cost_budget_usd) == (600.0, 5.0)
+    cfg = load_sweep(path, cost_budget="$5", time_budget=None)  # None: no deadline
+    assert (cfg.time_budget_s, cfg.cost_budget_usd) == (None, 5.0)
+    cfg = load_sweep(path, cost_budget=None)  # None: no cost cap (the deadline stays)
+    assert (cfg.time_budget_s, cfg.cost_budget_usd) == (600.0, None)
+    with pytest.raises(ConfigError, match="budget.time"):  # one of the two is needed
+        load_sweep(path, cost_budget=None, time_budget=None)
     cfg = load_sweep(path, budget={"time": "5m"})  # the whole budget block is replaced
     assert (cfg.time_budget_s, cfg.cost_budget_usd) == (300.0, None)
     cfg = load_sweep(path, budget={"time": "5m", "cost": 1}, time_budget=60)
@@ -821,7 +825,19 @@ def test_any_space_in_a_sweep_is_accepted_or_refused_with_a_space_error(space):
         assert err.field.startswith("space"), str(err)
     else:
         json.dumps(cfg.to_json_dict(), allow_nan=False)
-        assert load_sweep(cfg.to_json_dict() | {"trainable": "m:train"}).space == cfg.space
+        again = load_sweep(cfg.to_json_dict() | {"trainable": "m:train"}).space
+        assert again.keys() == cfg.space.keys()
+        for name, dim in cfg.space.items():
+            assert _same_dimension(again[name], dim), (name, again[name], dim)
+
+
+def _same_dimension(a, b):
+    # Optuna moves a stepped float's ``high`` down onto the step grid; doing that twice may
+    # differ in the last bit, so the round trip of ``high`` is compared with a tolerance.
+    if isinstance(a, optuna.distributions.FloatDistribution) and type(a) is type(b):
+        return (a.low, a.step, a.log) == (b.low, b.step, b.log) and math.isclose(
+            a.high, b.high, rel_tol=1e-12, abs_tol=1e-12)
+    return a == b
 
 
 @settings(max_examples=300, deadline=None)

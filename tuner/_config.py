@@ -566,11 +566,13 @@ def _apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> None
     # ``budget`` first, so that time_budget/cost_budget given alongside it win over its entries.
     for key in sorted(overrides, key=lambda k: k != "budget"):
         value = overrides[key]
-        if value is None:  # tune(..., time_budget=None) means "not given", not "remove"
-            continue
         if key in ("time_budget", "time_budget_s", "cost_budget", "cost_budget_usd"):
+            # An explicit None removes that budget: no deadline, or no cost cap.
             _drop_budget(data, key.split("_")[0])
-            data[key] = value
+            if value is not None:
+                data[key] = value
+        elif value is None and key in ("provider", "budget"):
+            continue
         elif key == "budget":
             _drop_budget(data, "time")
             _drop_budget(data, "cost")
