@@ -21,3 +21,22 @@ class RealClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
+
+
+class SimClock:
+    """Simulated time: it moves only when the simulated executor says the next event is due."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._t = float(start)
+
+    def now(self) -> float:
+        return self._t
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self._t += seconds
+
+    def advance_to(self, t: float) -> None:
+        """Move to ``t`` (never backwards)."""
+        if t > self._t:
+            self._t = t

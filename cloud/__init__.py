@@ -2,5 +2,16 @@
 
 from cloud._local import DEFAULT_PRICE_PER_HOUR, LocalProvider
 from cloud._provider import CapacityError, Provider, ProviderError
+from cloud._sim import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
 
-__all__ = ["DEFAULT_PRICE_PER_HOUR", "CapacityError", "LocalProvider", "Provider", "ProviderError"]
+__all__ = [
+    "DEFAULT_PRICE_PER_HOUR",
+    "DEFAULT_TYPE",
+    "CapacityError",
+    "LocalProvider",
+    "Provider",
+    "ProviderError",
+    "SimInstanceType",
+    "SimProvider",
+    "uniform_boot",
+]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import Clock, Ledger, billed
-from cloud import Provider
+from cloud import CapacityError, Provider
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
 from tuner._sampling import Sampler
@@ -40,6 +40,7 @@ class RunSpec:
     checkpoint_root: Path
     max_failures: int = 0
     instance_type: str = "local"
+    spot: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class Controller:
         self._budget_blocked = False
         self._last_spend_write = -math.inf
         self._last_instance_check = -math.inf
+        self._launch_backlog = 0
+        self._retry_launch_at = math.inf
+        self._launch_backoff_s = 10.0
         self._started_at = 0.0
 
     # -- the loop ---------------------------------------------------------------------------
@@ -152,7 +156,7 @@ class Controller:
                        list(self.latencies), message)
 
     def _launch(self, count: int, required: bool = True) -> None:
-        price = self.provider.price_per_hour(self.spec.instance_type)
+        price = self.provider.price_per_hour(self.spec.instance_type, self.spec.spot)
         now = self.clock.now()
         affordable = 0
         committed_now = self.ledger.committed(now)
@@ -166,8 +170,17 @@ class Controller:
             if required:
                 raise RuntimeError("the cost budget does not cover one worker's billing minimum")
             return
-        for inst in self.provider.launch(affordable, self.spec.instance_type,
-                                         tags={"experiment": self.spec.experiment_id}):
+        try:
+            launched = self.provider.launch(affordable, self.spec.instance_type, self.spec.spot,
+                                            tags={"experiment": self.spec.experiment_id})
+        except CapacityError:
+            # No capacity now: try again later, backing off, while the deadline allows.
+            self._launch_backlog += affordable
+            self._retry_launch_at = now + self._launch_backoff_s
+            self._launch_backoff_s = min(self._launch_backoff_s * 2, 300.0)
+            return
+        self._launch_backoff_s = 10.0
+        for inst in launched:
             self.instances[inst.instance_id] = inst
             self.used_slots[inst.instance_id] = 0
             self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
@@ -344,6 +357,9 @@ class Controller:
                                 value=trial.value, failures=trial.failures)
 
     def _tick(self, now: float) -> None:
+        if self._launch_backlog and now >= self._retry_launch_at:
+            backlog, self._launch_backlog = self._launch_backlog, 0
+            self._launch(backlog, required=False)
         if now - self._last_instance_check >= self.settings.instance_check_s:
             self._last_instance_check = now
             self._check_instances(now)

@@ -1,0 +1,100 @@
+"""The real controller on simulated parts: clock, provider (boot, capacity, preemption), curves."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from tuner._simulate import simulate
+
+
+class Synth:
+    """Hand-checkable curves: config i has quality q_i; every step takes 10 s."""
+
+    name = "synth"
+
+    def __init__(self, n: int = 81, diverge: dict[str, int] | None = None) -> None:
+        self.q = {f"c{i}": 0.5 + 0.5 * ((i * 37) % n) / n for i in range(n)}
+        self.div = diverge or {}
+
+    def config_ids(self):
+        return list(self.q)
+
+    def value(self, c, s):
+        return self.q[c] * (1 - math.exp(-s / 5))
+
+    def cost_s(self, c, a, b):
+        return 10.0 * (b - a)
+
+    def last_step(self, c):
+        return self.div.get(c, 27)
+
+
+ASHA = {"type": "asha", "min_resource": 1, "max_resource": 27, "reduction_factor": 3}
+SHA = {**ASHA, "type": "sha"}
+
+
+def test_sha_in_simulation_runs_the_stage_sizes_and_is_deterministic():
+    runs = [simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+                     workers=8, cost_budget_usd=100.0, seed=3) for _ in range(2)]
+    a, b = runs
+    assert a.wall_s == b.wall_s and a.spend_usd == b.spend_usd
+    assert list(a.trials["params.config"]) == list(b.trials["params.config"])
+    counts = Counter(s["stop_step"] for s in a.store.segments())
+    assert counts == {1: 81, 3: 27, 9: 9, 27: 3}
+    assert a.best_value == pytest.approx(max(Synth().value(c, 27) for c in Synth().q))
+    # Boot U(60, 180) s, then 243 steps of 10 s on 8 workers, plus stragglers.
+    assert 60 + 2430 / 8 <= a.wall_s <= 180 + 2430 / 8 * 2
+
+
+def test_each_trial_gets_a_distinct_configuration():
+    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
+                 cost_budget_usd=100.0, seed=0)
+    assert r.trials["params.config"].nunique() == 81
+
+
+def test_spend_never_passes_the_cost_budget_in_simulation():
+    for budget in (0.2, 0.35, 0.5):
+        r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81,
+                     workers=8, cost_budget_usd=budget, seed=1)
+        assert r.budget_respected and r.spend_usd <= budget, (budget, r.spend_usd)
+        assert r.outcome.reason == "budget"
+
+
+def test_the_deadline_ends_a_simulated_sweep_with_the_best_so_far():
+    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
+                 time_budget_s=400.0, seed=2)
+    assert r.outcome.reason == "deadline" and r.deadline_met
+    assert r.best_value is not None
+    assert "stopped" in set(r.trials["state"])
+
+
+def test_diverged_runs_are_failed_trials():
+    diverge = {f"c{i}": 2 for i in range(0, 81, 9)}
+    r = simulate(Synth(diverge=diverge), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+                 workers=8, cost_budget_usd=100.0, seed=0)
+    failed = r.trials[r.trials["state"] == "failed"]
+    # Every trial runs rung 0 (1 step); a diverged one fails when promoted to step 3.
+    assert set(failed["params.config"]) <= set(diverge)
+    assert r.outcome.state == "finished"
+
+
+def test_spot_preemptions_cost_segments_not_trials():
+    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=8,
+                 spot=True, preemptions_per_hour=6.0, cost_budget_usd=100.0, seed=4)
+    lost = [s for s in r.store.segments() if s["state"] == "lost"]
+    assert lost, "no preemption happened"
+    assert set(r.trials["state"]) <= {"completed", "pruned"}
+    assert len(r.store.instances()) > 8        # preempted instances were replaced
+    for trial in r.trials.itertuples():        # curves continue from the last rung
+        steps = [x["step"] for x in r.store.reports(trial.trial_id)]
+        assert steps == list(range(1, trial.last_step + 1))
+
+
+def test_capacity_failures_are_retried():
+    r = simulate(Synth(n=27), metric="acc", mode="max", scheduler=ASHA, num_trials=27,
+                 workers=4, capacity_failure_prob=0.5, cost_budget_usd=100.0, seed=5)
+    assert r.outcome.state == "finished" and r.outcome.reason == "done"
+    assert len(r.trials) == 27
