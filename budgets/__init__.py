@@ -1,6 +1,49 @@
-"""Money and time: clocks, the ledger (per-second billing with a minimum), budgets."""
+"""Money and time: clocks, the ledger (per-second billing with a minimum), prices, profiles."""
 
 from budgets._clock import Clock, RealClock, SimClock
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
+from budgets._prices import (
+    COLUMNS,
+    InstanceType,
+    NoSpotPriceError,
+    PriceBook,
+    PriceBookError,
+    cost,
+    per_gpu_hour,
+    read_prices,
+    shipped_prices_path,
+)
+from budgets._profile import (
+    BABI_LSTM,
+    LINEAR,
+    RESNET50_CIFAR10,
+    RESNET101,
+    BootLatency,
+    Profile,
+    Speedup,
+)
 
-__all__ = ["DEFAULT_MINIMUM_S", "Clock", "Ledger", "RealClock", "SimClock", "billed"]
+__all__ = [
+    "BABI_LSTM",
+    "COLUMNS",
+    "DEFAULT_MINIMUM_S",
+    "LINEAR",
+    "RESNET50_CIFAR10",
+    "RESNET101",
+    "BootLatency",
+    "Clock",
+    "InstanceType",
+    "Ledger",
+    "NoSpotPriceError",
+    "PriceBook",
+    "PriceBookError",
+    "Profile",
+    "RealClock",
+    "SimClock",
+    "Speedup",
+    "billed",
+    "cost",
+    "per_gpu_hour",
+    "read_prices",
+    "shipped_prices_path",
+]

@@ -66,6 +66,7 @@ class SimExecutor:
         checkpoint_s: float = 0.0,
         time_scale: float = 1.0,
         seed: int = 0,
+        config_ids: list[str] | None = None,
     ) -> None:
         self._clock = clock
         self._provider = provider
@@ -81,13 +82,14 @@ class SimExecutor:
         self._heap: list[tuple[float, int, str, int, Event]] = []
         self._seq = itertools.count()
         self._sims: dict[str, _Sim] = {}
+        self._config_ids = config_ids
 
     # -- the Executor interface -------------------------------------------------------------
     def submit(self, segment: Segment, instance: Instance) -> None:
         now = self._clock.now()
         sim = _Sim(segment, instance.instance_id, start=now + self._setup_s)
         self._sims[segment.segment_id] = sim
-        config = str(segment.params[self._config_param])
+        config = self._config(segment)
         factor = self._time_scale * self._rng.uniform(1 - self._noise, 1 + self._noise)
         factor /= max(self._speedup(max(1, segment.gpus)), 1e-9)
         a, b = segment.start_step, segment.stop_step
@@ -159,10 +161,17 @@ class SimExecutor:
 
     # -- inside -----------------------------------------------------------------------------
     def _report(self, sim: _Sim, step: int, t: float) -> Report:
-        value = self._curves.value(str(sim.segment.params[self._config_param]), step)
+        value = self._curves.value(self._config(sim.segment), step)
         metrics: dict[str, Any] = {self._metric: float("nan") if value is None else value}
         return Report(segment_id=sim.segment.segment_id, trial_id=sim.segment.trial_id,
                       step=step, metrics=metrics, ts=t)
+
+    def _config(self, segment: Segment) -> str:
+        """The curve a trial replays: its ``config`` param, an id or an index into the ids."""
+        chosen = segment.params[self._config_param]
+        if self._config_ids is not None and isinstance(chosen, int):
+            return self._config_ids[chosen]
+        return str(chosen)
 
     def _finish(self, sim: _Sim, status: str, last_step: int, t: float,
                 checkpoint_step: int | None = None, error: str | None = None) -> None:

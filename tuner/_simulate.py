@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from optuna.distributions import IntDistribution
 
 from budgets import Ledger, SimClock
 from cloud import SimInstanceType, SimProvider, uniform_boot
 from tuner._controller import Controller, Outcome, RunSpec, Settings
-from tuner._sampling import Sampler
+from tuner._sampling import PermutationSampler, Sampler
 from tuner._sim_executor import SimExecutor
-from tuner._space import Grid
 from tuner._store import Store
 from tuner.schedulers import make_scheduler
 
@@ -75,7 +75,8 @@ def simulate(
                            capacity_failure_prob=capacity_failure_prob,
                            preemptions_per_hour=preemptions_per_hour if spot else 0.0, seed=seed)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
-                           speedup=speedup, time_scale=time_scale, seed=seed)
+                           speedup=speedup, time_scale=time_scale, seed=seed,
+                           config_ids=list(curves.config_ids()))
     store = Store(store_path)
     store.create_experiment(experiment_id, experiment_id,
                             {"simulated": getattr(curves, "name", "curves")}, metric, mode,
@@ -83,13 +84,15 @@ def simulate(
     sched = make_scheduler(scheduler.get("type", "asha"), scheduler.get("min_resource", 1),
                            scheduler["max_resource"], scheduler.get("reduction_factor", 3), mode,
                            num_trials)
-    space = {"config": Grid(tuple(curves.config_ids()))}
+    ids = list(curves.config_ids())
+    space = {"config": IntDistribution(0, len(ids) - 1)}
     spec = RunSpec(experiment_id=experiment_id, trainable="simulated", metric=metric, mode=mode,
                    workers=workers, gpus_per_trial=gpus_per_trial, time_budget_s=time_budget_s,
                    cost_budget_usd=cost_budget_usd, checkpoint_root=Path("/nonexistent"),
                    instance_type=itype.name, spot=spot)
     controller = Controller(
-        spec, scheduler=sched, sampler=Sampler(space, "grid", mode, seed), executor=executor,
+        spec, scheduler=sched, sampler=Sampler(space, PermutationSampler(seed), mode, seed),
+        executor=executor,
         provider=provider, ledger=Ledger(cost_budget_usd, billing_minimum_s), store=store,
         clock=clock, settings=settings or SIM_SETTINGS)
     outcome = controller.run()
