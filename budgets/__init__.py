@@ -1,6 +1,7 @@
 """Money and time: clocks, the ledger (per-second billing with a minimum), prices, profiles."""
 
 from budgets._clock import Clock, RealClock, SimClock
+from budgets._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
 from budgets._prices import (
     COLUMNS,
@@ -39,6 +40,11 @@ __all__ = [
     "PriceBookError",
     "Profile",
     "RealClock",
+    "SAMPLE_DIR",
+    "CurveSet",
+    "default_data_dir",
+    "discover",
+    "load_curves",
     "SimClock",
     "Speedup",
     "billed",

@@ -8,6 +8,7 @@ says "running" (as with the real clouds, where the VM runs long before its worke
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,7 @@ class SimProvider:
         self._instances: dict[str, Instance] = {}
         self._ready_at: dict[str, float] = {}
         self._preempt_at: dict[str, float] = {}
+        self._changes: list[tuple[float, str]] = []
 
     def _type(self, instance_type: str) -> SimInstanceType:
         if instance_type not in self._types:
@@ -89,8 +91,10 @@ class SimProvider:
                             tags=dict(tags or {}))
             self._instances[iid] = inst
             self._ready_at[iid] = now + max(0.0, self._boot_s(self._rng))
+            heapq.heappush(self._changes, (self._ready_at[iid], iid))
             if spot and self._preempt_rate > 0:
                 self._preempt_at[iid] = now + self._rng.expovariate(self._preempt_rate)
+                heapq.heappush(self._changes, (self._preempt_at[iid], iid))
             out.append(inst)
         return out
 
@@ -127,12 +131,15 @@ class SimProvider:
         return self._preempt_at.get(instance_id)
 
     def next_change(self, after: float) -> float | None:
-        """The next moment an instance becomes ready or is preempted, after ``after``."""
-        times = [t for iid, t in self._ready_at.items()
-                 if t > after and self._instances[iid].state != InstanceState.TERMINATED]
-        times += [t for iid, t in self._preempt_at.items()
-                  if t > after and self._instances[iid].state != InstanceState.TERMINATED]
-        return min(times, default=None)
+        """The next moment an instance becomes ready or is preempted, after ``after``.
+
+        Simulated time only moves forward, so moments already passed are dropped for good.
+        """
+        while self._changes and (
+                self._changes[0][0] <= after
+                or self._instances[self._changes[0][1]].state == InstanceState.TERMINATED):
+            heapq.heappop(self._changes)
+        return self._changes[0][0] if self._changes else None
 
     def _refresh(self, iid: str, now: float) -> Instance:
         inst = self._instances[iid]

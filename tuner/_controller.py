@@ -114,6 +114,9 @@ class Controller:
         self._budget_blocked = False
         self._last_spend_write = -math.inf
         self._last_instance_check = -math.inf
+        self._last_budget_check = -math.inf
+        self._booting: set[str] = set()
+        self._has_free: set[str] = set()   # ready instances with at least one free slot
         self._launch_backlog = 0
         self._retry_launch_at = math.inf
         self._launch_backoff_s = 10.0
@@ -132,9 +135,12 @@ class Controller:
                 if now >= deadline:
                     reason = "deadline"
                     break
-                if self.ledger.must_stop(now, self.settings.reaction_s):
-                    reason = "budget"
-                    break
+                if now - self._last_budget_check >= self.settings.tick_s:
+                    # The check is O(instances); once a tick is far inside the reaction time.
+                    self._last_budget_check = now
+                    if self.ledger.must_stop(now, self.settings.reaction_s):
+                        reason = "budget"
+                        break
                 self._check_boot(now)
                 self._dispatch(now)
                 if not self.running and (self.scheduler.is_finished() or self._budget_blocked):
@@ -183,14 +189,19 @@ class Controller:
         for inst in launched:
             self.instances[inst.instance_id] = inst
             self.used_slots[inst.instance_id] = 0
+            self._booting.add(inst.instance_id)
             self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
             self.store.upsert_instance(inst)
 
     def _check_boot(self, now: float) -> None:
-        for iid, inst in self.instances.items():
-            if iid not in self.ready and inst.state == InstanceState.RUNNING:
-                if self.executor.ready(inst):
-                    self.ready.add(iid)
+        for iid in list(self._booting):
+            inst = self.instances[iid]
+            if inst.state != InstanceState.RUNNING:
+                self._booting.discard(iid)
+            elif self.executor.ready(inst):
+                self._booting.discard(iid)
+                self.ready.add(iid)
+                self._has_free.add(iid)
         if not self.ready and now - self._started_at > self.settings.boot_timeout_s:
             raise RuntimeError(
                 f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
@@ -199,7 +210,7 @@ class Controller:
     # -- dispatch ---------------------------------------------------------------------------
     def _free_instance(self, slots_needed: int) -> Instance | None:
         best, best_free = None, -1
-        for iid in self.ready:
+        for iid in self._has_free:
             inst = self.instances[iid]
             free = inst.slots - self.used_slots[iid]
             if free >= slots_needed and free > best_free:
@@ -260,6 +271,8 @@ class Controller:
             submitted_at=now)
         self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots)
         self.used_slots[inst.instance_id] += slots
+        if self.used_slots[inst.instance_id] >= inst.slots:
+            self._has_free.discard(inst.instance_id)
         self.store.add_segment(segment.segment_id, trial.trial_id, inst.instance_id,
                                segment.start_step, segment.stop_step, segment.gpus, now)
         self._set_trial_state(trial, "running", now)
@@ -300,6 +313,8 @@ class Controller:
             return
         now = self.clock.now()
         self.used_slots[run.instance_id] -= run.slots
+        if run.instance_id in self.ready:
+            self._has_free.add(run.instance_id)
         self.ledger.release(run.instance_id, event.segment_id)
         seg = run.segment
         trial = self.trials[seg.trial_id]
@@ -382,6 +397,8 @@ class Controller:
             lost += 1
             self.instances[inst.instance_id] = inst
             self.ready.discard(inst.instance_id)
+            self._has_free.discard(inst.instance_id)
+            self._booting.discard(inst.instance_id)
             end = inst.terminated_at if inst.terminated_at is not None else now
             self.ledger.close(inst.instance_id, end)
             self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))

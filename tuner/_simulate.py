@@ -27,7 +27,7 @@ from tuner.schedulers import make_scheduler
 # Simulated time moves in jumps, so the loop may wait longer per tick than on the wall clock;
 # cloud-like reaction time for the budget watchdog (stop segments, terminate VMs).
 SIM_SETTINGS = Settings(tick_s=1.0, boot_timeout_s=3600.0, stop_grace_s=30.0, reaction_s=15.0,
-                        spend_every_s=10.0, instance_check_s=1.0)
+                        spend_every_s=10.0, instance_check_s=5.0)
 
 
 @dataclass
