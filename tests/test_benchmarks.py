@@ -36,3 +36,18 @@ def test_overhead_quick():
     assert isinstance(summary["wall_ratio_vs_optuna"], float)
     assert summary["wall_ratio_vs_optuna"] > 0
     assert summary["wall_ratio_vs_raytune"] is None  # --skip-ray
+
+
+def test_scale_quick():
+    run = subprocess.run([sys.executable, "benchmarks/scale.py", "--json", "--trials", "300",
+                          "--workers", "30", "--segments", "300", "--small-workers", "8"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    summary = doc["summary"]
+    assert set(summary) == {"trials", "workers", "wall_s", "sim_time_ratio_vs_ideal",
+                            "controller_ms_per_segment", "peak_rss_mb"}
+    assert summary["trials"] == 300 and summary["workers"] == 30
+    assert 1.0 <= summary["sim_time_ratio_vs_ideal"] < 1.5
+    assert doc["details"]["large"]["state"] == "finished"
+    assert doc["details"]["large"]["trials_run"] == 300

@@ -377,3 +377,61 @@ def test_factory():
     assert isinstance(make_scheduler("hyperband", 1, 27, 3, "max", None), Hyperband)
     with pytest.raises(ValueError, match="'asha', 'hyperband', 'sha'"):
         make_scheduler("bohb", 1, 27, 3, "max", None)
+
+
+def _naive_promotion(asha, trials, values_by_rung):
+    """ASHA's get_job by the book: sort each rung, scan every record (the reference)."""
+    from tuner.schedulers._base import sortable
+    from tuner.schedulers._rungs import is_number, promotion_cutoff
+
+    for k in range(len(asha.rungs) - 2, -1, -1):
+        records = values_by_rung[k]
+        cutoff = promotion_cutoff([v for _, v in records], asha.reduction_factor, asha.mode)
+        if cutoff is None:
+            continue
+        best = None
+        for tid, value in records:
+            state = trials[tid]
+            if state == ("paused", asha.rungs[k]) and is_number(value):
+                key = sortable(value, asha.mode)
+                if key >= cutoff and (best is None or key > best[0]):
+                    best = (key, tid)
+        if best is not None:
+            return best[1], asha.rungs[k + 1]
+    return None
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_incremental_asha_matches_the_textbook_rule(seed, mode):
+    import random as _random
+
+    from tuner.schedulers import ASHA
+
+    rng = _random.Random(seed)
+    asha = ASHA(1, 27, 3, mode=mode, num_trials=60)
+    trials: dict[str, tuple[str, int]] = {}
+    values_by_rung: list[list] = [[] for _ in asha.rungs]
+    running: list = []
+    n = 0
+    for _ in range(2000):
+        if running and (rng.random() < 0.5 or len(running) >= 6):
+            job = running.pop(rng.randrange(len(running)))
+            value = rng.choice([rng.random(), rng.random(), float("nan"), 0.5])
+            asha.on_rung(job.trial_id, job.to_step, value)
+            values_by_rung[asha.rungs.index(job.to_step)].append((job.trial_id, value))
+            trials[job.trial_id] = ("paused", job.to_step)
+            continue
+        expected = _naive_promotion(asha, trials, values_by_rung)
+        job = asha.next_job(f"t{n}")
+        if expected is not None:
+            assert job is not None and (job.trial_id, job.to_step) == expected
+        elif job is not None:
+            assert job.new
+            n += 1
+        if job is None:
+            if not running:
+                break
+            continue
+        trials[job.trial_id] = ("running", job.to_step)
+        running.append(job)

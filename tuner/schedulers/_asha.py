@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+
 from tuner.schedulers._base import Job, Mode, TrialStatus, _RungScheduler, sortable
-from tuner.schedulers._rungs import is_number, promotion_cutoff, rung_steps, validate_arguments
+from tuner.schedulers._rungs import is_number, rung_steps, validate_arguments
 
 
 class ASHA(_RungScheduler):
@@ -41,23 +43,38 @@ class ASHA(_RungScheduler):
         if num_trials is None:
             num_trials = reduction_factor ** (len(rungs) - 1)
         super().__init__(rungs, reduction_factor, mode, num_trials)
+        self._keys: list[list[float]] = [[] for _ in rungs]
+        self._candidates: list[list[tuple[float, int, str]]] = [[] for _ in rungs]
+        self._arrivals = 0
+
+    def _record(self, trial_id: str, step: int, value: float | None) -> None:
+        super()._record(trial_id, step, value)
+        if step not in self.rungs:
+            return
+        k = self.rungs.index(step)
+        key = sortable(value, self.mode)
+        bisect.insort(self._keys[k], key)
+        if k < len(self.rungs) - 1 and is_number(value):
+            # Best candidate last; among equal values the earliest arrival wins.
+            self._arrivals += 1
+            bisect.insort(self._candidates[k], (key, -self._arrivals, trial_id))
+
+    def _paused_at(self, trial_id: str, k: int) -> bool:
+        trial = self._trials[trial_id]
+        return trial.status is TrialStatus.PAUSED and trial.step == trial.to_step == self.rungs[k]
 
     def _promotion(self) -> Job | None:
+        # Kept incrementally (sorted keys per rung, candidates per rung, stale ones dropped
+        # lazily) so that a decision costs O(log n), not a sort of the whole rung.
         for k in range(len(self.rungs) - 2, -1, -1):
-            records = self._values[k]
-            cutoff = promotion_cutoff([v for _, v in records], self.reduction_factor, self.mode)
-            if cutoff is None:
+            candidates = self._candidates[k]
+            while candidates and not self._paused_at(candidates[-1][2], k):
+                candidates.pop()
+            keys = self._keys[k]
+            top = len(keys) // self.reduction_factor
+            if not candidates or top == 0:
                 continue
-            best: tuple[float, str] | None = None
-            for trial_id, value in records:  # in arrival order: among ties the earliest wins
-                trial = self._trials[trial_id]
-                paused_here = trial.status is TrialStatus.PAUSED and (
-                    trial.step == trial.to_step == self.rungs[k]
-                )
-                key = sortable(value, self.mode)
-                if paused_here and is_number(value) and key >= cutoff:
-                    if best is None or key > best[0]:
-                        best = (key, trial_id)
-            if best is not None:
-                return Job(best[1], self.rungs[k + 1])
+            key, _, trial_id = candidates[-1]
+            if key >= keys[len(keys) - top]:
+                return Job(trial_id, self.rungs[k + 1])
         return None
