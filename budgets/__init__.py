@@ -3,6 +3,7 @@
 from budgets._clock import Clock, RealClock, SimClock
 from budgets._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
+from budgets._plan import Plan, RungPlan, TimelinePoint
 from budgets._prices import (
     COLUMNS,
     InstanceType,
@@ -23,6 +24,7 @@ from budgets._profile import (
     Profile,
     Speedup,
 )
+from budgets._scaling import FollowPlan, ReleaseIdle, ScaleView, ScalingPolicy, Static
 
 __all__ = [
     "BABI_LSTM",
@@ -32,6 +34,14 @@ __all__ = [
     "RESNET50_CIFAR10",
     "RESNET101",
     "BootLatency",
+    "FollowPlan",
+    "Plan",
+    "ReleaseIdle",
+    "RungPlan",
+    "ScaleView",
+    "ScalingPolicy",
+    "Static",
+    "TimelinePoint",
     "Clock",
     "InstanceType",
     "Ledger",

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from budgets import Clock, Ledger, billed
-from cloud import CapacityError, Provider
+from budgets import Clock, Ledger, ScaleView, ScalingPolicy, billed
+from cloud import CapacityError, Node, Provider, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
 from tuner._sampling import Sampler
@@ -92,7 +92,8 @@ class Controller:
     def __init__(self, spec: RunSpec, *, scheduler: Scheduler, sampler: Sampler,
                  executor: Executor, provider: Provider, ledger: Ledger, store: Store,
                  clock: Clock, settings: Settings | None = None,
-                 observer: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 observer: Callable[[dict[str, Any]], None] | None = None,
+                 scaling: ScalingPolicy | None = None) -> None:
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -103,6 +104,7 @@ class Controller:
         self.clock = clock
         self.settings = settings or Settings()
         self.observer = observer
+        self.scaling = scaling          # None: a fixed cluster of spec.workers
         self.trials: dict[str, _Trial] = {}
         self.running: dict[str, _Running] = {}
         self.instances: dict[str, Instance] = {}
@@ -117,6 +119,11 @@ class Controller:
         self._last_budget_check = -math.inf
         self._booting: set[str] = set()
         self._has_free: set[str] = set()   # ready instances with at least one free slot
+        self._draining: set[str] = set()   # take no new work; terminated once idle
+        self._starved = False              # the scheduler had no job for a free slot
+        self._queued = False               # a job waited for a free slot
+        self._stage = 0                    # highest rung index a segment was started for
+        self._last_scale = -math.inf
         self._launch_backlog = 0
         self._retry_launch_at = math.inf
         self._launch_backoff_s = 10.0
@@ -211,6 +218,8 @@ class Controller:
     def _free_instance(self, slots_needed: int) -> Instance | None:
         best, best_free = None, -1
         for iid in self._has_free:
+            if iid in self._draining:
+                continue
             inst = self.instances[iid]
             free = inst.slots - self.used_slots[iid]
             if free >= slots_needed and free > best_free:
@@ -228,11 +237,14 @@ class Controller:
         while not self._budget_blocked:
             inst = self._free_instance(slots_needed)
             if inst is None:
+                self._queued = not self._starved
                 return
             number = len(self.trials) + 1
             job = self.scheduler.next_job(f"t{number:04d}")
             if job is None:
+                self._starved, self._queued = True, False
                 return
+            self._starved = False
             trial = self._trial_for(job, now)
             steps = job.to_step - trial.step
             expected_end = now + steps * self._seconds_per_step() * 1.5
@@ -260,6 +272,7 @@ class Controller:
         return trial
 
     def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
+        self._stage = max(self._stage, self._rung_index(job.to_step))
         n = self._seg_counter.get(trial.trial_id, 0) + 1
         self._seg_counter[trial.trial_id] = n
         segment = Segment(
@@ -311,6 +324,7 @@ class Controller:
         run = self.running.pop(event.segment_id, None)
         if run is None:
             return
+        self._starved = False  # a segment's end may make new work (promotions, retries)
         now = self.clock.now()
         self.used_slots[run.instance_id] -= run.slots
         if run.instance_id in self.ready:
@@ -378,12 +392,48 @@ class Controller:
         if now - self._last_instance_check >= self.settings.instance_check_s:
             self._last_instance_check = now
             self._check_instances(now)
+        if self.scaling is not None and now - self._last_scale >= self.settings.tick_s:
+            self._last_scale = now
+            self._autoscale(now)
         if now - self._last_spend_write >= self.settings.spend_every_s:
             self._last_spend_write = now
             self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
                                     len(self.ledger.running()))
             if self.observer is not None:
                 self.observer(self.snapshot(now))
+
+    def _rung_index(self, step: int) -> int:
+        rungs = getattr(self.scheduler, "rungs", None)
+        return rungs.index(step) if rungs and step in rungs else 0
+
+    def _autoscale(self, now: float) -> None:
+        """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""
+        assert self.scaling is not None
+        live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
+        busy = {run.instance_id for run in self.running.values()}
+        view = ScaleView(now=now, live=len(live), busy=len(busy & set(live)),
+                         starved=self._starved, queued=self._queued, stage=self._stage)
+        target = self.scaling.target(view)
+        nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
+                 for i in live]
+        decision = reconcile(target, nodes, now, billing_minimum_s=self.ledger.minimum_s)
+        self._draining = set(decision.drain)
+        idle_drained = [i for i in self._draining if i not in busy]
+        gone = [*decision.terminate, *idle_drained]
+        if gone:
+            self._terminate(gone, now)
+        if decision.launch:
+            self._launch(decision.launch, required=False)
+
+    def _terminate(self, instance_ids: list[str], now: float) -> None:
+        for inst in self.provider.terminate(instance_ids):
+            iid = inst.instance_id
+            self.instances[iid] = inst
+            for group in (self.ready, self._has_free, self._booting, self._draining):
+                group.discard(iid)
+            end = inst.terminated_at if inst.terminated_at is not None else now
+            self.ledger.close(iid, end)
+            self.store.upsert_instance(inst, self.ledger.instance_cost(iid, end))
 
     def _check_instances(self, now: float) -> None:
         """A worker that died (or a VM that vanished) costs its segments, never the sweep."""
