@@ -1,9 +1,18 @@
-"""Money and time: clocks, the ledger (per-second billing with a minimum), prices, profiles."""
+"""Money and time: clocks, the ledger (per-second billing with a minimum), prices, profiles,
+and the planners that turn them into plans."""
 
 from budgets._clock import Clock, RealClock, SimClock
 from budgets._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
+from budgets._job import JobShape, stage_time
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
 from budgets._plan import Plan, RungPlan, TimelinePoint
+from budgets._planner import (
+    choose_instance,
+    plan_accuracy_max,
+    plan_cost_min,
+    plan_static,
+    trial_counts,
+)
 from budgets._prices import (
     COLUMNS,
     InstanceType,
@@ -44,6 +53,7 @@ __all__ = [
     "TimelinePoint",
     "Clock",
     "InstanceType",
+    "JobShape",
     "Ledger",
     "NoSpotPriceError",
     "PriceBook",
@@ -58,8 +68,14 @@ __all__ = [
     "SimClock",
     "Speedup",
     "billed",
+    "choose_instance",
     "cost",
     "per_gpu_hour",
+    "plan_accuracy_max",
+    "plan_cost_min",
+    "plan_static",
     "read_prices",
     "shipped_prices_path",
+    "stage_time",
+    "trial_counts",
 ]

@@ -20,6 +20,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 
 from tuner._config import (
     TOP_LEVEL_KEYS,
+    ProfileConfig,
     ProviderConfig,
     SchedulerConfig,
     SweepConfig,
@@ -610,11 +611,47 @@ def test_every_key_error_names_it():
             ("grid dimensions",),
         ),
         ({"space": None}, "space", ("mapping",)),
+        ({"profile": {"seconds_per_step": 0}}, "profile.seconds_per_step", ("> 0", "got 0")),
+        ({"profile": {"seconds_per_step": True}}, "profile.seconds_per_step", ("number",)),
+        ({"profile": {"setup_s": -1}}, "profile.setup_s", (">= 0",)),
+        ({"profile": {"checkpoint_s": math.inf}}, "profile.checkpoint_s", ("finite",)),
+        ({"profile": {"restore_s": "1s"}}, "profile.restore_s", ("number",)),
+        ({"profile": {"boot_s": [180, 60]}}, "profile.boot_s", ("0 <= low <= high",)),
+        ({"profile": {"boot_s": -5}}, "profile.boot_s", ("0 <= low <= high",)),
+        ({"profile": {"boot_s": [1, 2, 3]}}, "profile.boot_s", ("[low, high]",)),
+        ({"profile": {"boot_s": "2m"}}, "profile.boot_s", ("[low, high]",)),
+        (
+            {"profile": {"speedup": "quadratic"}},
+            "profile.speedup",
+            ("'linear', 'resnet50_cifar10', 'babi_lstm' or 'resnet101'", "'quadratic'"),
+        ),
+        ({"profile": {"s_per_step": 1}}, "profile.s_per_step", ("unknown key", "seconds_per_step")),
+        ({"profile": "fast"}, "profile", ("dictionary",)),
     ],
 )
 def test_sweep_errors(changes, field, fragments):
     with raises(field, *fragments):
         load_sweep(base(**changes))
+
+
+def test_profile_section_defaults_forms_and_round_trip():
+    cfg = load_sweep(base())
+    assert cfg.profile == ProfileConfig()
+    assert (cfg.profile.seconds_per_step, cfg.profile.setup_s, cfg.profile.speedup) == (
+        1.0, 0.0, "linear")  # fmt: skip
+    assert cfg.profile.boot_range("local") == (2.0, 2.0)
+    assert cfg.profile.boot_range("aws") == cfg.profile.boot_range("gcp") == (60.0, 180.0)
+    assert load_sweep(base(profile=None)).profile == ProfileConfig()
+    cfg = load_sweep(base(profile={"seconds_per_step": 2, "setup_s": 30, "checkpoint_s": 1.5,
+                                   "restore_s": 4, "boot_s": 90, "speedup": "resnet101"}))
+    assert cfg.profile.boot_s == (90.0, 90.0) and cfg.profile.boot_range("aws") == (90.0, 90.0)
+    assert load_sweep(base(profile={"boot_s": [30, 120]})).profile.boot_s == (30.0, 120.0)
+    stored = json.loads(json.dumps(cfg.to_json_dict(), allow_nan=False))
+    assert stored["profile"] == {"seconds_per_step": 2.0, "setup_s": 30.0, "checkpoint_s": 1.5,
+                                 "restore_s": 4.0, "boot_s": [90.0, 90.0],
+                                 "speedup": "resnet101"}
+    assert load_sweep(stored | {"trainable": train}) == cfg
+    assert load_sweep(base()).to_json_dict()["profile"]["boot_s"] is None
 
 
 def test_sampler_choices_and_grid_handling():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
 import os
 import re
 import sys
@@ -33,7 +34,7 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # spellings of ``tune``, ``time_budget_s``/``cost_budget_usd``/``base_dir`` what the model stores.
 TOP_LEVEL_KEYS = (
     "name", "trainable", "metric", "mode", "space", "scheduler", "num_trials", "sampler",
-    "provider", "budget", "seed", "gpus_per_trial", "max_failures",
+    "provider", "budget", "seed", "gpus_per_trial", "max_failures", "profile",
 )  # fmt: skip
 _ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir")
 
@@ -177,6 +178,58 @@ class ProviderConfig(_Section):
         return self
 
 
+SPEEDUPS = ("linear", "resnet50_cifar10", "babi_lstm", "resnet101")
+# Seconds from asking for a VM to its worker taking work, when the sweep does not say.
+DEFAULT_BOOT_S = {"local": (2.0, 2.0), "aws": (60.0, 180.0), "gcp": (60.0, 180.0)}
+
+
+class ProfileConfig(_Section):
+    """How long the trainable takes, for the planner's predictions (``budgets.Profile``).
+
+    ``seconds_per_step`` on one GPU; ``setup_s`` per segment, ``restore_s`` per resumed
+    segment, ``checkpoint_s`` per saved one; ``boot_s`` a VM's boot latency, a number or
+    ``[low, high]`` (default: 2 s locally, ``[60, 180]`` on a cloud); ``speedup`` the measured
+    s(g) of one trial on g GPUs (HyperSched's tables) or ``linear``.
+    """
+
+    _key: ClassVar[str] = "profile"
+
+    seconds_per_step: float = Field(1.0, gt=0, strict=True, allow_inf_nan=False)
+    setup_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
+    checkpoint_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
+    restore_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
+    boot_s: tuple[float, float] | None = None
+    speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] = "linear"
+
+    @field_validator("boot_s", mode="before")
+    @classmethod
+    def _boot_range(cls, value: Any) -> tuple[float, float] | None:
+        def number(v: Any) -> bool:
+            return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+        if value is None:
+            return None
+        if number(value):
+            low = high = value
+        elif (isinstance(value, list | tuple) and len(value) == 2
+              and all(number(v) for v in value)):
+            low, high = value
+        else:
+            raise ConfigError(
+                "profile.boot_s",
+                f"expected seconds (e.g. 90) or [low, high] (e.g. [60, 180]); got {_given(value)}",
+            )
+        if low < 0 or high < low:
+            raise ConfigError(
+                "profile.boot_s", f"must be 0 <= low <= high; got {_given(value)}"
+            )
+        return (float(low), float(high))
+
+    def boot_range(self, provider_type: str) -> tuple[float, float]:
+        """``boot_s`` as ``(low, high)``, or the default for ``provider_type``."""
+        return self.boot_s if self.boot_s is not None else DEFAULT_BOOT_S[provider_type]
+
+
 def _callable_ref(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
@@ -312,6 +365,7 @@ class SweepConfig(_Model):
     num_trials: int | None = Field(None, ge=1, strict=True)
     sampler: Literal["tpe", "random", "grid"] | BaseSampler = "tpe"
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    profile: ProfileConfig = Field(default_factory=ProfileConfig)
     time_budget_s: float | None = None
     cost_budget_usd: float | None = None
     seed: int | None = Field(None, ge=0, lt=2**32, strict=True)
@@ -352,6 +406,8 @@ class SweepConfig(_Model):
             data.pop("provider", None)
         elif isinstance(data["provider"], str):
             data["provider"] = {"type": data["provider"]}
+        if data.get("profile") is None:
+            data.pop("profile", None)
         return data
 
     @field_validator("name")
@@ -494,6 +550,7 @@ class SweepConfig(_Model):
             "seed": self.seed,
             "gpus_per_trial": self.gpus_per_trial,
             "max_failures": self.max_failures,
+            "profile": self.profile.model_dump(mode="json"),
             "base_dir": None if self.base_dir is None else str(self.base_dir),
         }
 

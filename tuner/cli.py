@@ -1,4 +1,4 @@
-"""The ``elastune`` command line: run, status, worker.
+"""The ``elastune`` command line: run, plan, status, worker.
 
 Exit codes: 0 success, 2 bad input (the message names the field), 1 any other failure. With
 ``--json`` stdout holds exactly one JSON object.
@@ -76,6 +76,52 @@ def _print_summary(doc: dict[str, Any]) -> None:
     budget = doc["cost_budget_usd"]
     console.print(f"spend: {doc['spend_usd']:.4f} USD"
                   + (f" of {budget:.2f} USD budget" if budget is not None else ""))
+
+
+@app.command("plan")
+def plan_command(
+    sweep: Annotated[Path, typer.Argument(help="the sweep.yaml to plan")],
+    time_budget: Annotated[str | None, typer.Option(help="e.g. 90s, 30m, 2h")] = None,
+    cost_budget: Annotated[str | None, typer.Option(help="US dollars")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Predict a sweep's plan, cost and time; spends nothing and starts nothing."""
+    from tuner._config import load_sweep
+    from tuner._planning import plan_for
+
+    overrides: dict[str, Any] = {}
+    if time_budget is not None:
+        overrides["time_budget"] = time_budget
+    if cost_budget is not None:
+        overrides["cost_budget"] = cost_budget
+    result = plan_for(load_sweep(str(sweep), **overrides))
+    if json_out:
+        _emit_json(result.to_json())
+    else:
+        _print_plan(result)
+
+
+def _print_plan(plan: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    rungs = Table(title=f"{plan.planner} plan: {plan.num_trials} trials")
+    for name in ("rung", "trials", "steps", "GPUs/trial", "workers", "start s", "end s"):
+        rungs.add_column(name, justify="right")
+    for r in plan.rungs:
+        rungs.add_row(str(r.rung), str(r.trials), str(r.resource), str(r.gpus_per_trial),
+                      str(r.workers), f"{r.start_s:.0f}", f"{r.end_s:.0f}")
+    console.print(rungs)
+    timeline = Table(title="instances held (booting included)")
+    for name in ("from s", "instances", "type", "spot"):
+        timeline.add_column(name, justify="right")
+    for p in plan.timeline:
+        timeline.add_row(f"{p.t_s:.0f}", str(p.workers), p.instance_type, "yes" if p.spot else "no")
+    console.print(timeline)
+    verdict = "[green]feasible[/]" if plan.feasible else f"[red]infeasible[/]: {plan.reason}"
+    console.print(f"predicted cost {plan.predicted_cost_usd:.4f} USD, wall "
+                  f"{plan.predicted_wall_s:.0f} s; {verdict}")
 
 
 @app.command()

@@ -1,0 +1,582 @@
+"""Planners: how many instances of which type a successive-halving sweep should hold, stage by
+stage, to cost the least while meeting a deadline, or to try the most trials within a time
+and a cost budget.
+
+*Cost-minimising* (:func:`plan_cost_min`) is the problem of RubberBand (Misra et al.,
+"RubberBand: Cloud-based Hyperparameter Tuning", EuroSys '21): for a fixed job shape and a
+deadline, choose the cluster size of every stage so that the predicted bill is smallest and the
+predicted end is before the deadline. *Accuracy-maximising* (:func:`plan_accuracy_max`) is the
+problem of SEER (Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud", SoCC '21): choose
+the job shape too, as many trials as both budgets allow.
+
+The model, in whole seconds (each stage's duration and the boot latency are rounded up to a
+whole second, so per-second billing is exact):
+
+* Stage k trains ``m_k`` trials ``steps_k`` steps each on ``w_k`` instances of
+  ``trials_per_worker = instance.gpus // gpus_per_trial`` slots: see :func:`stage_time`.
+* Instances boot for ``boot_s`` seconds, billed, before taking work. The first stage's start
+  after ``boot_s``; instances added at a stage boundary are launched ``boot_s`` ahead so they are
+  ready at the boundary. Instances removed at a boundary stop being billed there (the oldest go
+  first: with a billing minimum that is never dearer). The plan ends, and every instance is
+  released, when the last stage ends; its wall time is ``boot_s + sum of stage times``.
+* Each instance is billed per second over its whole life (boot included), at least
+  ``billing_minimum_s`` (:func:`budgets.billed`).
+
+Solved exactly over a candidate set by a dynamic program over stages. For stage k the candidate
+worker counts are, for each wave count v, the fewest workers that finish the stage's trials in v
+waves, ``ceil(m / (v * tpw))`` (O(sqrt m) distinct values; any other count pays for more workers
+without fewer waves), the same for every later stage (so that every static plan's cheapest
+equivalent is a candidate), and "hold the previous stage's workers". States are keyed by the
+worker count and carry (elapsed, cost); a state is dropped when another with the same count is
+no later and no dearer even if all of its own billing-minimum credit were used, so the Pareto
+frontier of (elapsed, cost) is what survives. States that cannot meet the deadline or cannot
+beat the best static plan are cut early. The result is never dearer than any static plan that
+meets the same deadline.
+
+Hand-written because no maintained library solves this: Ray Tune and Syne Tune schedule trials
+on a given cluster, and SkyPilot chooses instances for one job, not a cluster size per stage.
+
+Example::
+
+    >>> from budgets import InstanceType, Profile, BootLatency
+    >>> gpu = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
+    >>> profile = Profile(10.0, boot=BootLatency.fixed(0))
+    >>> shape = JobShape(9, 1, 9, 3)
+    >>> plan = plan_cost_min(shape, profile, gpu, deadline_s=None)
+    >>> plan.predicted_cost_usd, plan.predicted_wall_s     # 90 + 60 + 60 GPU-seconds, one GPU
+    (0.21, 210.0)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from budgets._job import JobShape, stage_time
+from budgets._ledger import DEFAULT_MINIMUM_S
+from budgets._plan import Plan, RungPlan, TimelinePoint
+from budgets._prices import InstanceType
+from budgets._profile import Profile
+
+__all__ = [
+    "JobShape",
+    "choose_instance",
+    "plan_accuracy_max",
+    "plan_cost_min",
+    "plan_static",
+    "stage_time",
+    "trial_counts",
+]
+
+_EPS = 1e-9
+# Young instances: (age in seconds, how many), oldest first; only those still inside their
+# billing minimum, whose remaining minimum ("credit") is already paid for.
+_Young = tuple[tuple[int, int], ...]
+
+
+def _whole(seconds: float) -> int:
+    return max(0, math.ceil(seconds - _EPS))
+
+
+def _fewest_workers(m: int) -> list[int]:
+    """Distinct ``ceil(m / v)``, v = 1..m: the fewest slots that finish m trials in v waves."""
+    out = []
+    v = 1
+    while v <= m:
+        q = -(-m // v)
+        out.append(q)
+        if q == 1:
+            break
+        v = -(-m // (q - 1))
+    return out
+
+
+@dataclass
+class _Job:
+    """A job on one instance type, in the terms the dynamic program uses."""
+
+    sizes: list[int]
+    steps: list[int]
+    options: tuple[int, ...]            # GPUs per trial the plan may use
+    base_gpus: int                      # the static plans' GPUs per trial
+    tpw: dict[int, int]                 # GPUs per trial -> trials per instance
+    segment: list[dict[int, float]]     # stage -> GPUs per trial -> one segment's seconds
+    factor: float                       # 1 + straggler
+    boot: int
+    minimum: float
+    max_workers: int | None
+    _durations: dict[tuple[int, int, int], int]
+
+    def duration(self, k: int, g: int, w: int) -> int:
+        key = (k, g, w)
+        t = self._durations.get(key)
+        if t is None:
+            # The same arithmetic as stage_time, rounded up to a whole second.
+            waves = -(-self.sizes[k] // (w * self.tpw[g]))
+            t = self._durations[key] = _whole(waves * self.segment[k][g] * self.factor)
+        return t
+
+    def candidates(self, k: int, g: int) -> list[int]:
+        """Worker counts worth trying for stage k with g GPUs per trial (see the module doc)."""
+        found: set[int] = set()
+        for j in range(k, len(self.sizes)):
+            found.update(_fewest_workers(-(-self.sizes[j] // self.tpw[g])))
+        if self.max_workers is not None:
+            found = {w for w in found if w <= self.max_workers}
+        return sorted(found)
+
+    def fastest(self, k: int) -> int:
+        return min(self.duration(k, g, max(self.candidates(k, g))) for g in self.options)
+
+    def work_lower_bound(self, k: int) -> float:
+        """Instance-seconds stage k needs at least: its trials' seconds over the slots."""
+        return min(self.sizes[k] / self.tpw[g] * self.segment[k][g] * self.factor
+                   for g in self.options)
+
+
+def _job(shape: JobShape, profile: Profile, instance: InstanceType, gpus_per_trial: int,
+         gpu_options: Iterable[int] | None, straggler: float, boot_s: float | None,
+         billing_minimum_s: float, max_workers: int | None) -> _Job:
+    problems = []
+    options = tuple(sorted({gpus_per_trial, *(gpu_options or ())}))
+    for g in options:
+        if not isinstance(g, int) or isinstance(g, bool) or g < 1:
+            problems.append(f"gpus per trial {g!r} must be an int >= 1")
+        elif g > instance.gpus:
+            problems.append(f"a trial on {g} GPU(s) does not fit on {instance.name}, which has "
+                            f"{instance.gpus}")
+    if not (isinstance(straggler, int | float) and math.isfinite(straggler) and straggler >= 0):
+        problems.append(f"straggler is {straggler!r}, but must be a finite number >= 0")
+    boot = profile.boot.mean if boot_s is None else boot_s
+    if not (isinstance(boot, int | float) and math.isfinite(boot) and boot >= 0):
+        problems.append(f"boot_s is {boot_s!r}, but must be a finite number >= 0")
+    if not (isinstance(billing_minimum_s, int | float) and math.isfinite(billing_minimum_s)
+            and billing_minimum_s >= 0):
+        problems.append(f"billing_minimum_s is {billing_minimum_s!r}, but must be >= 0")
+    if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
+        problems.append(f"max_workers is {max_workers!r}, but must be None or an int >= 1")
+    if problems:
+        raise ValueError("; ".join(problems))
+    sizes, steps = shape.stage_sizes(), shape.stage_steps()
+    segment = [{g: profile.segment_seconds(s, g, restore=k > 0) for g in options}
+               for k, s in enumerate(steps)]
+    return _Job(sizes, steps, options, gpus_per_trial,
+                {g: instance.gpus // g for g in options}, segment, 1.0 + float(straggler),
+                _whole(boot), float(billing_minimum_s), max_workers, {})
+
+
+def _advance(w_prev: int, young: _Young, cost: float, w: int, seconds: int, boot: int,
+             minimum: float) -> tuple[float, _Young]:
+    """Scale from ``w_prev`` to ``w`` instances at a boundary, then hold them ``seconds``.
+
+    ``cost`` is in instance-seconds: every instance is charged ``max(minimum, age)`` so far.
+    """
+    if w > w_prev:
+        added = w - w_prev
+        cost += added * max(boot, minimum)
+        if boot < minimum:
+            young = (*young, (boot, added))
+    elif w < w_prev and young:
+        drop = (w_prev - w) - (w_prev - sum(c for _, c in young))  # young ones to let go
+        if drop > 0:
+            kept = []
+            for age, c in young:
+                gone = min(c, drop)
+                drop -= gone
+                if c > gone:
+                    kept.append((age, c - gone))
+            young = tuple(kept)
+    if not young:
+        return cost + w * seconds, young
+    cost += (w - sum(c for _, c in young)) * seconds
+    still = []
+    for age, c in young:
+        age += seconds
+        if age < minimum:
+            still.append((age, c))
+        else:
+            cost += c * (age - minimum)
+    return cost, tuple(still)
+
+
+def _credit(young: _Young, minimum: float) -> float:
+    return sum(c * (minimum - age) for age, c in young)
+
+
+def _evaluate(job: _Job, choice: Sequence[tuple[int, int]]) -> tuple[int, float, list[int]]:
+    """(wall seconds, instance-seconds billed, stage seconds) of a (workers, gpus) per stage."""
+    elapsed, cost, young, w_prev = job.boot, 0.0, (), 0
+    times = []
+    for k, (w, g) in enumerate(choice):
+        t = job.duration(k, g, w)
+        cost, young = _advance(w_prev, young, cost, w, t, job.boot, job.minimum)
+        elapsed += t
+        times.append(t)
+        w_prev = w
+    return elapsed, cost, times
+
+
+# A state: (elapsed, cost, young, credit, path); path is (workers, gpus, parent path) or None.
+_State = tuple[int, float, _Young, float, Any]
+
+
+def _gap(a: _Young, b: _Young, minimum: float) -> float:
+    """How much more a future can cost a cluster with young instances ``a`` than one with
+    ``b`` (same size): the credit ``b`` has beyond ``a``, instance by instance from the youngest
+    (instances leave oldest first, so equal ranks live equally long; each future second of an
+    instance costs ``max(0, life - credit)``, 1-Lipschitz in its credit)."""
+    total = 0.0
+    i, j = len(a) - 1, len(b) - 1
+    left_a = a[i][1] if i >= 0 else 0
+    left_b = b[j][1] if j >= 0 else 0
+    while j >= 0:
+        credit_b = minimum - b[j][0]
+        if i >= 0:
+            credit_a, n = minimum - a[i][0], min(left_a, left_b)
+            left_a -= n
+            if left_a == 0:
+                i -= 1
+                left_a = a[i][1] if i >= 0 else 0
+        else:
+            credit_a, n = 0.0, left_b
+        if credit_b > credit_a:
+            total += n * (credit_b - credit_a)
+        left_b -= n
+        if left_b == 0:
+            j -= 1
+            left_b = b[j][1] if j >= 0 else 0
+    return total
+
+
+def _prune(states: list[_State], minimum: float) -> list[_State]:
+    """Drop every state another one dominates: no later, and no dearer whatever comes next.
+
+    A kept state A (no later than s) dominates s when A's cost plus the credit s holds beyond A
+    (:func:`_gap`) is at most s's cost. With no young instances (boot >= billing minimum, or
+    stages longer than it) this is plain Pareto pruning of (elapsed, cost).
+    """
+    states.sort(key=lambda s: (s[0], s[1]))
+    kept: list[_State] = []
+    cheapest = math.inf
+    for s in states:
+        _, cost, young, credit, _ = s
+        if cheapest <= cost - credit + _EPS:  # beaten even if s used all of its credit
+            continue
+        if young and any(a[1] + _gap(a[2], young, minimum) <= cost + _EPS
+                         for a in kept if a[1] <= cost + _EPS):
+            continue
+        kept.append(s)
+        cheapest = min(cheapest, cost)
+    return kept
+
+
+def _solve(job: _Job, deadline: float, bound: float) -> tuple[list[tuple[int, int]], int, float]:
+    """The cheapest (workers, gpus) per stage that ends by ``deadline`` and costs <= ``bound``
+    instance-seconds, with its wall and cost; ([], 0, inf) when there is none."""
+    n = len(job.sizes)
+    rest_time = [0] * (n + 1)
+    rest_work = [0.0] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        rest_time[k] = rest_time[k + 1] + job.fastest(k)
+        rest_work[k] = rest_work[k + 1] + job.work_lower_bound(k)
+    states: dict[int, list[_State]] = {0: [(job.boot, 0.0, (), 0.0, None)]}
+    for k in range(n):
+        later_t, later_w = rest_time[k + 1], rest_work[k + 1]
+        nxt: dict[int, list[_State]] = {}
+        offered = {g: job.candidates(k, g) for g in job.options}
+        moves = [(g, w, job.duration(k, g, w)) for g, ws in offered.items() for w in ws]
+        for w_prev, frontier in states.items():
+            hold = [(g, w_prev, job.duration(k, g, w_prev)) for g, ws in offered.items()
+                    if w_prev and w_prev not in ws]
+            for g, w, t in moves + hold:
+                bucket = nxt.setdefault(w, [])
+                for elapsed, cost, young, _, path in frontier:  # sorted by elapsed
+                    if elapsed + t + later_t > deadline + _EPS:
+                        break
+                    c, y = _advance(w_prev, young, cost, w, t, job.boot, job.minimum)
+                    credit = _credit(y, job.minimum) if y else 0.0
+                    if c - credit + later_w > bound + _EPS:
+                        continue
+                    bucket.append((elapsed + t, c, y, credit, (w, g, path)))
+        states = {w: _prune(b, job.minimum) for w, b in nxt.items() if b}
+    finals = [s for frontier in states.values() for s in frontier]
+    if not finals:
+        return [], 0, math.inf
+    elapsed, cost, _, _, path = min(finals, key=lambda s: (s[1], s[0]))
+    choice = []
+    while path is not None:
+        w, g, path = path
+        choice.append((w, g))
+    return choice[::-1], elapsed, cost
+
+
+def _timeline(job: _Job, workers: list[int], starts: list[int], end: int, name: str,
+              spot: bool) -> list[TimelinePoint]:
+    """Instances held (booting ones included) from each ``t_s`` on; scale-ups are launched
+    ``boot`` seconds before their stage, so the autoscaler can follow the points as they are."""
+    delta: dict[int, int] = {0: workers[0]}
+    for k in range(1, len(workers)):
+        change = workers[k] - workers[k - 1]
+        if change:
+            at = starts[k] - job.boot if change > 0 else starts[k]
+            delta[at] = delta.get(at, 0) + change
+    delta[end] = delta.get(end, 0) - workers[-1]
+    points, held = [], 0
+    for t in sorted(delta):
+        if delta[t] or t == 0:
+            held += delta[t]
+            points.append(TimelinePoint(float(t), held, name, spot))
+    return points
+
+
+def _plan(shape: JobShape, job: _Job, instance: InstanceType, spot: bool,
+          choice: Sequence[tuple[int, int]], *, deadline: float, planner: str, reason: str,
+          started: float, extra: dict[str, Any] | None = None) -> Plan:
+    wall, cost, times = _evaluate(job, choice)
+    starts = [job.boot + sum(times[:k]) for k in range(len(times))]
+    rungs = shape.rungs()
+    rung_plans = [RungPlan(k, job.sizes[k], rungs[k], g, w, float(starts[k]),
+                           float(starts[k] + times[k])) for k, (w, g) in enumerate(choice)]
+    price = instance.hourly(spot)
+    inputs = {
+        "shape": shape.to_json(),
+        "instance_type": instance.name,
+        "provider": instance.provider,
+        "region": instance.region,
+        "price_per_hour": price,
+        "spot": spot,
+        "deadline_s": None if math.isinf(deadline) else deadline,
+        "boot_s": job.boot,
+        "billing_minimum_s": job.minimum,
+        "straggler": job.factor - 1.0,
+        "max_workers": job.max_workers,
+        "gpus_per_trial": job.base_gpus,
+        "solve_s": round(time.perf_counter() - started, 6),
+        **(extra or {}),
+    }
+    return Plan(
+        feasible=not reason,
+        predicted_cost_usd=round(cost * price / 3600.0, 9),
+        predicted_wall_s=float(wall),
+        num_trials=shape.num_trials,
+        rungs=rung_plans,
+        timeline=_timeline(job, [w for w, _ in choice], starts, wall, instance.name, spot),
+        planner=planner,
+        reason=reason,
+        inputs=inputs,
+    )
+
+
+def _deadline(deadline_s: float | None) -> float:
+    if deadline_s is None:
+        return math.inf
+    if not (isinstance(deadline_s, int | float) and not math.isnan(deadline_s)
+            and deadline_s > 0):
+        raise ValueError(f"deadline_s is {deadline_s!r}, but must be None or a number > 0")
+    return float(deadline_s)
+
+
+def plan_cost_min(shape: JobShape, profile: Profile, instance: InstanceType,
+                  deadline_s: float | None, *, gpus_per_trial: int = 1, spot: bool = False,
+                  billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
+                  max_workers: int | None = None, straggler: float = 0.0,
+                  gpu_options: Iterable[int] | None = None) -> Plan:
+    """The cheapest plan for ``shape`` on ``instance`` that ends by ``deadline_s`` (RubberBand).
+
+    Args:
+        shape: trials and rungs of the synchronous successive-halving job.
+        profile: seconds per step, setup/restore/checkpoint, speedup on g GPUs, boot latency.
+        instance: the one instance type the plan rents; ``instance.gpus // gpus_per_trial``
+            trials share an instance.
+        deadline_s: seconds from now; ``None`` for no deadline (the cheapest plan at all).
+        gpus_per_trial: GPUs each trial uses.
+        spot: price the instances at their spot price (preemption is not modelled).
+        billing_minimum_s: each instance is billed at least this long.
+        boot_s: seconds from launch to taking work (default: the profile's mean boot latency).
+        max_workers: at most this many instances at once (``None``: no limit).
+        straggler: the slowest trial of each wave takes ``1 + straggler`` times the profile's.
+        gpu_options: GPUs per trial the plan may also choose, stage by stage (SEER widens the
+            survivors of late rungs; with s(g) < g it pays only under a tight deadline).
+
+    Returns:
+        A feasible :class:`Plan`, or, when even the fastest plan misses the deadline, the
+        cheapest of the fastest plans with ``feasible=False`` and a ``reason``.
+    """
+    started = time.perf_counter()
+    deadline = _deadline(deadline_s)
+    job = _job(shape, profile, instance, gpus_per_trial, gpu_options, straggler, boot_s,
+               billing_minimum_s, max_workers)
+    price = instance.hourly(spot)
+    # The best static plan bounds the search and is the answer should the search not beat it.
+    statics = [(cost, wall, [(w, gpus_per_trial)] * len(job.sizes))
+               for w in job.candidates(0, gpus_per_trial)
+               for wall, cost, _ in [_evaluate(job, [(w, gpus_per_trial)] * len(job.sizes))]
+               if wall <= deadline + _EPS]
+    best_static = min(statics, key=lambda s: (s[0], s[1]), default=None)
+    fastest = job.boot + sum(job.fastest(k) for k in range(len(job.sizes)))
+    extra: dict[str, Any] = {"fastest_wall_s": fastest}
+    if best_static is not None:
+        extra["best_static_cost_usd"] = round(best_static[0] * price / 3600.0, 9)
+        extra["best_static_workers"] = best_static[2][0][0]
+    if fastest > deadline + _EPS:
+        choice, _, _ = _solve(job, fastest, math.inf)
+        cap = "" if max_workers is None else f" with at most {max_workers} instances"
+        reason = (f"no plan meets the deadline of {deadline:g} s: the fastest{cap} on "
+                  f"{instance.name} takes {fastest} s")
+        return _plan(shape, job, instance, spot, choice, deadline=deadline, planner="cost-min",
+                     reason=reason, started=started, extra=extra)
+    bound = best_static[0] if best_static is not None else math.inf
+    choice, _, cost = _solve(job, deadline, bound)
+    if best_static is not None and (not choice or best_static[0] <= cost):
+        choice = best_static[2]
+    return _plan(shape, job, instance, spot, choice, deadline=deadline, planner="cost-min",
+                 reason="", started=started, extra=extra)
+
+
+def plan_static(shape: JobShape, profile: Profile, instance: InstanceType, workers: int, *,
+                gpus_per_trial: int = 1, spot: bool = False,
+                billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
+                straggler: float = 0.0, deadline_s: float | None = None) -> Plan:
+    """The same model with ``workers`` instances for the whole job (the baseline RubberBand
+    compares with); ``feasible`` says whether it ends by ``deadline_s``."""
+    started = time.perf_counter()
+    deadline = _deadline(deadline_s)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers is {workers!r}, but must be an int >= 1")
+    job = _job(shape, profile, instance, gpus_per_trial, None, straggler, boot_s,
+               billing_minimum_s, None)
+    choice = [(workers, gpus_per_trial)] * len(job.sizes)
+    wall, _, _ = _evaluate(job, choice)
+    reason = "" if wall <= deadline + _EPS else (
+        f"{workers} instance(s) of {instance.name} take {wall} s, more than the deadline of "
+        f"{deadline:g} s")
+    return _plan(shape, job, instance, spot, choice, deadline=deadline, planner="static",
+                 reason=reason, started=started)
+
+
+def choose_instance(shape: JobShape, profile: Profile, pricebook_types: Sequence[InstanceType],
+                    deadline_s: float | None, *, gpus_per_trial: int = 1, spot: bool = False,
+                    billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
+                    max_workers: int | None = None, straggler: float = 0.0,
+                    gpu_options: Iterable[int] | None = None) -> Plan:
+    """:func:`plan_cost_min` on each instance type; the cheapest feasible plan (ties: the
+    faster, then the name). Types a trial does not fit on, or without a spot price when
+    ``spot``, are skipped. With no feasible plan: the fastest infeasible one.
+
+    Multi-GPU types pack ``gpus // gpus_per_trial`` trials per instance, so a 4-GPU type
+    competes with four 1-GPU ones on price and on boot and billing-minimum overheads.
+    """
+    options = list(gpu_options or ())
+    usable = [t for t in pricebook_types
+              if t.gpus >= gpus_per_trial and (not spot or t.spot_per_hour is not None)]
+    if not usable:
+        names = ", ".join(t.name for t in pricebook_types) or "none"
+        raise ValueError(f"no instance type can run a trial on {gpus_per_trial} GPU(s)"
+                         f"{' at a spot price' if spot else ''}; given: {names}")
+    plans = [plan_cost_min(shape, profile, t, deadline_s, gpus_per_trial=gpus_per_trial,
+                           spot=spot, billing_minimum_s=billing_minimum_s, boot_s=boot_s,
+                           max_workers=max_workers, straggler=straggler,
+                           gpu_options=[g for g in options if g <= t.gpus])
+             for t in usable]
+    feasible = [p for p in plans if p.feasible]
+    if feasible:
+        best = min(feasible, key=lambda p: (p.predicted_cost_usd, p.predicted_wall_s,
+                                            p.inputs["instance_type"]))
+    else:
+        best = min(plans, key=lambda p: (p.predicted_wall_s, p.predicted_cost_usd,
+                                         p.inputs["instance_type"]))
+    compared = {p.inputs["instance_type"]: {"feasible": p.feasible,
+                                            "predicted_cost_usd": p.predicted_cost_usd,
+                                            "predicted_wall_s": p.predicted_wall_s}
+                for p in plans}
+    return replace(best, inputs={**best.inputs, "compared": compared})
+
+
+def trial_counts(reduction_factor: int, cap: int = 10_000) -> list[int]:
+    """The trial counts :func:`plan_accuracy_max` tries: ``c * eta**k`` for c < 2 * eta, <= cap.
+
+    >>> trial_counts(3, 60)
+    [1, 2, 3, 4, 5, 6, 9, 12, 15, 18, 27, 36, 45, 54]
+    """
+    out: set[int] = set()
+    power = 1
+    while power <= cap:
+        out.update(c * power for c in range(1, 2 * reduction_factor) if c * power <= cap)
+        power *= reduction_factor
+    return sorted(out)
+
+
+def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: int,
+                      profile: Profile, instance: InstanceType | Sequence[InstanceType],
+                      deadline_s: float | None, cost_budget_usd: float | None, *,
+                      gpus_per_trial: int = 1, candidates: Iterable[int] | None = None,
+                      max_trials: int = 10_000, spot: bool = False,
+                      billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
+                      max_workers: int | None = None, straggler: float = 0.0,
+                      gpu_options: Iterable[int] | None = None) -> Plan:
+    """The most trials whose cheapest plan meets ``deadline_s`` and costs <= ``cost_budget_usd``
+    (SEER, Dunlap et al., SoCC '21), with that plan.
+
+    The accuracy proxy is the number of trials at a fixed rung schedule (r, R, eta): every
+    trial still gets up to R steps if it survives, and successive halving keeps the best
+    ``1/eta`` at each rung, so more trials means the final survivors are the best of a larger
+    sample; the expected best of n random configurations grows with n. It does not trade
+    trials for a longer R, which is the user's choice. Cheap trials come first by
+    construction (rung 0 is where the trials are); wider trials for survivors come from
+    ``gpu_options``.
+
+    ``instance`` may be a list of types: each count then takes the cheapest of them
+    (:func:`choose_instance`). ``candidates`` replaces :func:`trial_counts` up to
+    ``max_trials``. Feasibility grows no easier with more trials, so the counts are searched
+    by bisection. With no count feasible: the smallest count's plan, ``feasible=False``.
+    """
+    started = time.perf_counter()
+    deadline = _deadline(deadline_s)
+    if cost_budget_usd is not None and not (cost_budget_usd > 0
+                                            and math.isfinite(cost_budget_usd)):
+        raise ValueError(f"cost_budget_usd is {cost_budget_usd!r}, but must be None or > 0")
+    counts = sorted(set(candidates) if candidates is not None
+                    else trial_counts(reduction_factor, max_trials))
+    if not counts or any(not isinstance(n, int) or n < 1 for n in counts):
+        raise ValueError(f"candidates are {counts!r}, but must be ints >= 1")
+    budget = math.inf if cost_budget_usd is None else cost_budget_usd
+    kwargs: dict[str, Any] = dict(gpus_per_trial=gpus_per_trial, spot=spot,
+                                  billing_minimum_s=billing_minimum_s, boot_s=boot_s,
+                                  max_workers=max_workers, straggler=straggler,
+                                  gpu_options=gpu_options)
+    memo: dict[int, Plan] = {}
+
+    def plan_for(n: int) -> Plan:
+        if n not in memo:
+            shape = JobShape(n, min_resource, max_resource, reduction_factor)
+            if isinstance(instance, InstanceType):
+                memo[n] = plan_cost_min(shape, profile, instance, deadline, **kwargs)
+            else:
+                memo[n] = choose_instance(shape, profile, list(instance), deadline, **kwargs)
+        return memo[n]
+
+    def fits(p: Plan) -> bool:
+        return p.feasible and p.predicted_cost_usd <= budget + _EPS
+
+    lo, hi = -1, len(counts)  # counts[lo] fits (or lo = -1); counts[hi] does not (or hi = len)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(plan_for(counts[mid])):
+            lo = mid
+        else:
+            hi = mid
+    extra = {"planner_candidates": [n for n in counts if n in memo],
+             "cost_budget_usd": cost_budget_usd,
+             "solve_s": round(time.perf_counter() - started, 6)}
+    if lo >= 0:
+        best = plan_for(counts[lo])
+        return replace(best, planner="accuracy-max", inputs={**best.inputs, **extra})
+    smallest = plan_for(counts[0])
+    why = smallest.reason or (f"its cheapest plan costs {smallest.predicted_cost_usd:g} USD, "
+                              f"more than the budget of {budget:g} USD")
+    return replace(smallest, feasible=False, planner="accuracy-max",
+                   reason=f"even {counts[0]} trial(s) do not fit: {why}",
+                   inputs={**smallest.inputs, **extra})

@@ -1,0 +1,137 @@
+"""From a sweep to a plan: the job shape, runtime profile and instance types a sweep implies,
+handed to the planners of ``budgets`` (RubberBand's cost-minimising one when the sweep fixes
+``num_trials``, SEER's accuracy-maximising one when it leaves it to the planner).
+
+Spends nothing and starts nothing: no broker, no worker, no VM, and the trainable is not even
+imported. ``elastune plan`` prints what :func:`plan_for` returns; ``tune`` can reuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from budgets import (
+    BABI_LSTM,
+    LINEAR,
+    RESNET50_CIFAR10,
+    RESNET101,
+    BootLatency,
+    InstanceType,
+    JobShape,
+    Plan,
+    PriceBook,
+    Profile,
+    Speedup,
+    choose_instance,
+    plan_accuracy_max,
+    plan_cost_min,
+)
+from tuner._config import SweepConfig
+from tuner._errors import ConfigError
+
+SPEEDUP_TABLES: dict[str, Speedup] = {
+    "linear": LINEAR,
+    "resnet50_cifar10": RESNET50_CIFAR10,
+    "babi_lstm": BABI_LSTM,
+    "resnet101": RESNET101,
+}
+DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1"}
+
+
+def profile_for(sweep: SweepConfig) -> Profile:
+    """The runtime profile the sweep's ``profile`` section describes (defaults where it is
+    silent; the boot latency's default depends on the provider)."""
+    p = sweep.profile
+    low, high = p.boot_range(sweep.provider.type)
+    return Profile(p.seconds_per_step, setup_s=p.setup_s, restore_s=p.restore_s,
+                   checkpoint_s=p.checkpoint_s, boot=BootLatency(low, high),
+                   speedup=SPEEDUP_TABLES[p.speedup])
+
+
+def shape_for(sweep: SweepConfig, num_trials: int) -> JobShape:
+    s = sweep.scheduler
+    return JobShape(num_trials, s.min_resource, s.max_resource, s.reduction_factor)
+
+
+def gpus_per_trial(sweep: SweepConfig) -> int:
+    """GPUs (worker slots) a trial takes; a CPU-only trial (0 GPUs) still takes one slot."""
+    return max(1, sweep.gpus_per_trial)
+
+
+def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> list[InstanceType]:
+    """The instance types the sweep may rent, priced.
+
+    ``local``: one type ``local`` with ``provider.slots`` GPUs at ``provider.price_per_hour``.
+    ``aws``/``gcp``: the price book's rows for ``instance_types``/``machine_types`` in the
+    region (aws: ``provider.region``, default us-east-1; gcp: ``provider.region`` or the
+    ``zone``'s region, default us-central1), or every priced type there when none is named.
+    """
+    provider = sweep.provider
+    if provider.type == "local":
+        return [InstanceType("local", "local", "slot", provider.slots, 0, 0.0, "local",
+                             provider.price_per_hour)]
+    book = book or PriceBook()
+    region = provider.region
+    if region is None and provider.type == "gcp" and provider.zone:
+        region = provider.zone.rsplit("-", 1)[0]
+    region = region or DEFAULT_REGION[provider.type]
+    named = provider.instance_types if provider.type == "aws" else provider.machine_types
+    field = "provider.instance_types" if provider.type == "aws" else "provider.machine_types"
+    if named is None:
+        types = book.types(provider.type, region, min_gpus=1)
+        if not types:
+            raise ConfigError("provider.region" if provider.region else "provider.zone",
+                              f"no priced {provider.type} GPU instance type in {region}")
+        return types
+    out = []
+    for name in named:
+        try:
+            out.append(book.get(provider.type, name, region))
+        except KeyError as exc:
+            raise ConfigError(field, str(exc.args[0])) from None
+    return out
+
+
+def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
+    """The plan for ``sweep`` under its own budgets.
+
+    With ``num_trials`` set: the cheapest plan for that many trials that ends within the time
+    budget (no time budget: the cheapest plan at all), on the cheapest instance type; it is
+    marked infeasible when it would still cost more than the cost budget. With ``num_trials``
+    None: the most trials that fit both budgets (:func:`budgets.plan_accuracy_max`).
+
+    The planner models synchronous successive halving; for ASHA (asynchronous promotions)
+    and Hyperband (several brackets; the plan covers the first) it is an approximation.
+    """
+    provider = sweep.provider
+    types = instance_types_for(sweep, book)
+    local = provider.type == "local"
+    kwargs = dict(gpus_per_trial=gpus_per_trial(sweep), spot=provider.spot and not local,
+                  billing_minimum_s=provider.billing_minimum_s,
+                  max_workers=provider.workers if local else None)
+    profile = profile_for(sweep)
+    deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
+    try:
+        if sweep.num_trials is None:
+            s = sweep.scheduler
+            plan = plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
+                                     profile, types[0] if local else types, deadline, budget,
+                                     **kwargs)
+        elif local:
+            plan = plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0],
+                                 deadline, **kwargs)
+        else:
+            plan = choose_instance(shape_for(sweep, sweep.num_trials), profile, types,
+                                   deadline, **kwargs)
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("provider.spot" if kwargs["spot"] else "gpus_per_trial",
+                          str(exc)) from None
+    if plan.feasible and budget is not None and plan.predicted_cost_usd > budget:
+        plan = replace(plan, feasible=False, reason=(
+            f"the cheapest plan for {plan.num_trials} trials costs "
+            f"{plan.predicted_cost_usd:.4f} USD, more than the cost budget of {budget:g} USD"))
+    return replace(plan, inputs={**plan.inputs, "sweep": sweep.name,
+                                 "scheduler": sweep.scheduler.type,
+                                 "time_budget_s": deadline, "cost_budget_usd": budget})
