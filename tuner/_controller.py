@@ -150,6 +150,10 @@ class Controller:
                         break
                 self._check_boot(now)
                 self._dispatch(now)
+                if self.scaling is not None and now - self._last_scale >= self.settings.tick_s:
+                    # Right after dispatch, so the policy sees whether the scheduler had work.
+                    self._last_scale = now
+                    self._autoscale(now)
                 if not self.running and (self.scheduler.is_finished() or self._budget_blocked):
                     reason = "done" if self.scheduler.is_finished() else "budget"
                     break
@@ -392,9 +396,6 @@ class Controller:
         if now - self._last_instance_check >= self.settings.instance_check_s:
             self._last_instance_check = now
             self._check_instances(now)
-        if self.scaling is not None and now - self._last_scale >= self.settings.tick_s:
-            self._last_scale = now
-            self._autoscale(now)
         if now - self._last_spend_write >= self.settings.spend_every_s:
             self._last_spend_write = now
             self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
@@ -478,6 +479,9 @@ class Controller:
                     else self.settings.stop_grace_s)
             give_up = self.clock.now() + wait
             while self.running and self.clock.now() < give_up:
+                if reason != "budget" and self.ledger.must_stop(self.clock.now(),
+                                                                self.settings.reaction_s * 0.6):
+                    break  # the grace to checkpoint never outranks the cost budget
                 self._handle(self.executor.poll(min(self.settings.tick_s * 4, 0.2)))
             now = self.clock.now()
             for seg_id, run in list(self.running.items()):

@@ -1,0 +1,613 @@
+"""What the planner saves, measured by replaying learning curves through the real controller.
+
+Every run goes through ``tuner._simulate.simulate`` (the real controller, scheduler, sampler,
+ledger and autoscaler on a simulated clock, provider and executor); nothing here re-implements
+control logic. Per task of ``--data`` (discovered from the files) and per seed:
+
+- job: synchronous SHA, eta 3, rungs 1/3/9/27 (fewer where the curves are shorter), n = 81
+  trials (the largest 3^k <= the task's configs where it has fewer); boot U(60, 180) s, step
+  noise +-20 %, one 1-GPU type at the price book's cheapest AWS on-demand price per GPU-hour,
+  billed per second with a 60 s minimum. Tasks whose full trial (median over configs) is shorter
+  than 10 mean boot latencies are slowed down by ``time_scale`` = 1200 s / that.
+- deadlines: 1.25x, 1.5x, 3x and 6x the makespan with one worker per trial, *measured* as the
+  ``wall_s`` of a ``Static(n)`` run with the same seed (so it includes one boot latency).
+- policies: the planner (``plan_cost_min`` followed with ``FollowPlan``); Static-min (the
+  smallest fixed cluster that finishes by the deadline, found in hindsight by bisection over
+  1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
+  GPU-seconds of the planner run's segments at the per-GPU price).
+- accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, ``plan_accuracy_max`` (SHA
+  with its number of trials) against ASHA with n trials on the largest fixed cluster whose
+  price for the whole deadline fits the budget (at least one worker: where not even one fits,
+  the cost budget ends that ASHA sweep early); a win is a best value at least as good.
+
+A policy "meets the deadline" when its sweep *finished* (outcome ``done``) by the deadline: a
+sweep cut off at the deadline ends on time but did not do the job. Static and naive runs do not
+see the deadline, so each is run once per (task, seed, cluster) without one and compared with
+every deadline afterwards; a run that finishes before a deadline is the same run with or without
+it (the controller reads the deadline only to stop).
+
+    python benchmarks/planner.py [--data DIR] [--quick] [--max-tasks 8] [--seeds 5]
+                                 [--jobs N] [--full-fits] [--straggler 0]
+                                 [--profile median|fitted] [--json]
+
+``--max-tasks`` (default 8) keeps the full run to minutes: tasks are taken round-robin over the
+sets in sorted order. Only resumable tasks (cost additive over steps, the job the planner's
+profile models) run unless ``--full-fits`` adds those whose every fidelity is a fit from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from budgets import (  # noqa: E402
+    BootLatency,
+    FollowPlan,
+    InstanceType,
+    PriceBook,
+    Profile,
+    ReleaseIdle,
+    Static,
+    default_data_dir,
+    discover,
+    load_curves,
+    per_gpu_hour,
+)
+from budgets._planner import JobShape, plan_accuracy_max, plan_cost_min  # noqa: E402
+from cloud import SimInstanceType, uniform_boot  # noqa: E402
+from tuner._simulate import SimResult, simulate  # noqa: E402
+
+FACTORS = (1.25, 1.5, 3.0, 6.0)
+BUDGET_FACTORS = (0.75, 1.0, 1.5)
+ETA = 3
+MAX_TRIALS = 81
+MAX_RESOURCE = 27
+BOOT = BootLatency(60.0, 180.0)
+BOOTS_PER_TRIAL = 10          # a full trial shorter than this many mean boots is slowed down
+STEP_NOISE = 0.2
+BILLING_MINIMUM_S = 60.0
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "1.25": ("<=", 0.50), "1.5": ("<=", 0.65), "3": ("<=", 0.90), "6": ("<=", 1.00),
+    "cost_ratio_vs_static_min_max": ("<=", 1.02),
+    "cost_ratio_vs_lower_bound_median": ("<=", 1.10),
+    "deadline_met_frac": (">=", 0.99),
+    "budget_overruns": ("<=", 0),
+    "accuracy_win_frac_vs_asha_fixed": (">=", 0.8),
+    "plan_solve_s_p95": ("<=", 1.0),
+}
+
+
+def factor_key(f: float) -> str:
+    """``1.25 -> "1.25"``, ``3.0 -> "3"``: the keys INTERFACES.md names."""
+    return f"{f:g}"
+
+
+# -- the tasks ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    name: str
+    configs: int
+    resumable: bool
+    num_trials: int           # n
+    max_resource: int         # R
+    full_trial_s: float       # median over configs of cost_s(c, 0, R), unscaled
+    time_scale: float
+    s_per_step: float         # the profile's prior: step_seconds_median() * time_scale
+    fit_s_per_step: float     # --profile fitted: mean over configs of steps 2..R, per step
+    fit_setup_s: float        # --profile fitted: mean extra seconds of step 1 over that
+
+
+def largest_power(base: int, limit: float) -> int:
+    """The largest ``base**k <= limit`` (k >= 0); 0 when ``limit < 1``."""
+    if limit < 1:
+        return 0
+    p = 1
+    while p * base <= limit:
+        p *= base
+    return p
+
+
+def make_task(data_dir: Path, name: str) -> Task | None:
+    """The job shape and time scale of one task; None if it cannot hold a halving."""
+    curves = load_curves(data_dir, name)
+    usable = [c for c in curves.config_ids() if curves.last_step(c) > 0]
+    n = min(MAX_TRIALS, largest_power(ETA, len(usable)))
+    r = min(MAX_RESOURCE, largest_power(ETA, curves.max_step))
+    if n < ETA or r < ETA:
+        return None
+    full = float(np.median([curves.cost_s(c, 0, r) for c in usable]))
+    scale = (BOOTS_PER_TRIAL * BOOT.mean / full) if 0 < full < BOOTS_PER_TRIAL * BOOT.mean \
+        else 1.0
+    # A sum of segments grows with the mean, not the median; and some sets' first step carries
+    # a start-up cost (the YAHPO surrogate's first epoch is 2-7x a later one).
+    later = float(np.mean([curves.cost_s(c, 1, r) / (r - 1) for c in usable]))
+    first = float(np.mean([curves.cost_s(c, 0, 1) for c in usable]))
+    return Task(name, len(curves), curves.resumable, n, r, full, scale,
+                curves.step_seconds_median() * scale, max(later, 1e-6) * scale,
+                max(0.0, first - later) * scale)
+
+
+def select_tasks(data_dir: Path, *, quick: bool, max_tasks: int | None,
+                 full_fits: bool, log: Callable[[str], None]) -> list[Task]:
+    """Per set (sorted) its tasks (sorted), resumable ones only unless ``full_fits``; ``quick``
+    keeps the first 2 of each set. Then round-robin over the sets up to ``max_tasks``."""
+    by_set: dict[str, list[str]] = {}
+    for name in discover(data_dir):
+        by_set.setdefault(name.split("/", 1)[0], []).append(name)
+    per_set: list[list[Task]] = []
+    want = 2 if quick else max_tasks
+    for set_name in sorted(by_set):
+        chosen: list[Task] = []
+        for name in sorted(by_set[set_name], key=_natural):
+            if want is not None and len(chosen) >= want:
+                break
+            task = make_task(data_dir, name)
+            if task is None:
+                log(f"skip {name}: too few configs or steps for a halving with eta {ETA}")
+                continue
+            if not task.resumable and not full_fits:
+                log(f"skip set {set_name}: full fits (use --full-fits to include them)")
+                break
+            chosen.append(task)
+        per_set.append(chosen)
+    out: list[Task] = []
+    for k in range(max((len(s) for s in per_set), default=0)):
+        out += [s[k] for s in per_set if k < len(s)]
+    return out[:max_tasks] if max_tasks is not None else out
+
+
+def _natural(name: str) -> tuple:
+    task = name.split("/", 1)[1]
+    return (0, int(task), "") if task.isdigit() else (1, 0, task)
+
+
+# -- the instance type ------------------------------------------------------------------------
+def one_gpu_type() -> InstanceType:
+    """A 1-GPU type at the price book's cheapest AWS on-demand price per GPU-hour."""
+    t = PriceBook().cheapest_per_gpu(provider="aws")
+    if t.gpus == 1:
+        return t
+    spot = None if t.spot_per_hour is None else t.spot_per_hour / t.gpus
+    return InstanceType(t.provider, f"{t.name}/gpu", t.gpu, 1, max(1, t.vcpus // t.gpus),
+                        t.memory_gib / t.gpus, t.region, per_gpu_hour(t), spot)
+
+
+def sim_type(t: InstanceType) -> SimInstanceType:
+    return SimInstanceType(t.name, slots=1, on_demand_per_hour=t.on_demand_per_hour,
+                           spot_per_hour=t.spot_per_hour)
+
+
+# -- one (task, seed): every case of it -------------------------------------------------------
+def _run_summary(r: SimResult | None, error: str | None = None) -> dict[str, Any]:
+    if r is None:
+        return {"error": error, "done": False, "reason": "error", "spend_usd": None,
+                "wall_s": None, "best_value": None, "budget_respected": None}
+    return {"done": r.outcome.reason == "done", "reason": r.outcome.reason,
+            "spend_usd": r.spend_usd, "wall_s": r.wall_s, "best_value": r.best_value,
+            "budget_respected": r.budget_respected}
+
+
+def _met(run: dict[str, Any], deadline: float) -> bool:
+    return bool(run.get("done")) and run["wall_s"] is not None and run["wall_s"] <= deadline
+
+
+def _gpu_seconds(r: SimResult) -> float:
+    return sum((s["finished_at"] - s["started_at"]) * (s["gpus"] or 1)
+               for s in r.store.segments()
+               if s["started_at"] is not None and s["finished_at"] is not None)
+
+
+def _better_or_equal(a: float | None, b: float | None, mode: str) -> bool:
+    """``a`` at least as good as ``b``; no value is worse than any value."""
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        return True
+    if a is None or (isinstance(a, float) and math.isnan(a)):
+        return False
+    return a >= b if mode == "max" else a <= b
+
+
+def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
+                  straggler: float = 0.0, profile_kind: str = "median") -> dict[str, Any]:
+    """All cases (one per deadline factor) of one task and seed."""
+    t0 = time.perf_counter()
+    curves = load_curves(data_dir, task.name)
+    price = itype.on_demand_per_hour / itype.gpus
+    sched_sha = {"type": "sha", "min_resource": 1, "max_resource": task.max_resource,
+                 "reduction_factor": ETA}
+    sched_asha = {**sched_sha, "type": "asha"}
+    common = dict(metric=curves.metric, mode=curves.mode, instance_type=sim_type(itype),
+                  boot_s=uniform_boot(BOOT.low, BOOT.high), step_noise=STEP_NOISE, seed=seed,
+                  time_scale=task.time_scale, billing_minimum_s=BILLING_MINIMUM_S)
+    n = task.num_trials
+    shape = JobShape(num_trials=n, min_resource=1, max_resource=task.max_resource,
+                     reduction_factor=ETA)
+    solve_s: list[float] = []
+    sims = 0
+
+    def sim(**kw: Any) -> tuple[SimResult | None, str | None]:
+        nonlocal sims
+        sims += 1
+        try:
+            return simulate(curves, **{**common, **kw}), None
+        except RuntimeError as exc:  # e.g. a budget below one worker's billing minimum
+            return None, f"{type(exc).__name__}: {exc}"
+
+    static: dict[int, dict[str, Any]] = {}
+
+    def static_run(w: int) -> dict[str, Any]:
+        if w not in static:
+            r, err = sim(scheduler=sched_sha, num_trials=n, workers=w, scaling=Static(w))
+            static[w] = _run_summary(r, err)
+        return static[w]
+
+    def static_min(deadline: float) -> int | None:
+        """Smallest W in 1..n that finishes by ``deadline``, by bisection (assumes that more
+        workers never finish later, which holds up to the noise)."""
+        if not _met(static_run(n), deadline):
+            return None
+        lo, hi = 1, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _met(static_run(mid), deadline):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def profile() -> Profile:
+        if profile_kind == "fitted":
+            # setup_s is paid by every segment in the model, though only the first one pays
+            # it in the curves: pessimistic for the later, smaller stages.
+            return Profile(task.fit_s_per_step, setup_s=task.fit_setup_s, boot=BOOT)
+        return Profile(task.s_per_step, boot=BOOT)
+
+    base = static_run(n)
+    naive_r, naive_err = sim(scheduler=sched_sha, num_trials=n, workers=n,
+                             scaling=ReleaseIdle(n))
+    naive = _run_summary(naive_r, naive_err)
+    cases = []
+    for f in FACTORS:
+        deadline = f * base["wall_s"]
+        # (1) the planner
+        t = time.perf_counter()
+        plan = plan_cost_min(shape, profile(), itype, deadline, straggler=straggler,
+                             billing_minimum_s=BILLING_MINIMUM_S, max_workers=n)
+        solve_s.append(time.perf_counter() - t)
+        first = max(1, plan.workers_for_rung(0))
+        pr, perr = sim(scheduler=sched_sha, num_trials=n, workers=first,
+                       scaling=FollowPlan(plan), time_budget_s=deadline)
+        prun = _run_summary(pr, perr)
+        gpu_s = _gpu_seconds(pr) if pr is not None else None
+        prun.update(met=_met(prun, deadline), plan_feasible=plan.feasible,
+                    plan_workers=[r.workers for r in plan.rungs],
+                    predicted_cost_usd=plan.predicted_cost_usd,
+                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1],
+                    gpu_s=gpu_s,
+                    lower_bound_usd=None if gpu_s is None else gpu_s * price / 3600.0)
+        # (2) Static-min, (3) Static-max, (4) naive elastic
+        w_min = static_min(deadline)
+        smin = None if w_min is None else {"workers": w_min, **static_run(w_min)}
+        smax = {"workers": n, **base, "met": _met(base, deadline)}
+        nv = {**naive, "met": _met(naive, deadline)}
+        feasible = prun["met"] or smin is not None or smax["met"] or nv["met"]
+
+        def ratio(num: float | None, den: float | None) -> float | None:
+            return None if num is None or not den else num / den
+
+        ratios = {
+            "vs_static_min": ratio(prun["spend_usd"], smin and smin["spend_usd"]),
+            "vs_static_max": ratio(prun["spend_usd"], smax["spend_usd"]),
+            "vs_naive": ratio(prun["spend_usd"], nv["spend_usd"]),
+            "vs_lower_bound": ratio(prun["spend_usd"], prun["lower_bound_usd"]),
+            "naive_vs_static_min": ratio(nv["spend_usd"], smin and smin["spend_usd"]),
+        }
+        # accuracy under a cost budget
+        accuracy = []
+        if smin is not None:
+            for bf in BUDGET_FACTORS:
+                budget = bf * smin["spend_usd"]
+                t = time.perf_counter()
+                aplan = plan_accuracy_max(
+                    1, task.max_resource, ETA, profile(), itype, deadline, budget,
+                    max_trials=task.configs, straggler=straggler,
+                    billing_minimum_s=BILLING_MINIMUM_S)
+                solve_s.append(time.perf_counter() - t)
+                k = aplan.num_trials
+                trials = min(k, task.configs)
+                if aplan.feasible and trials >= 1 and aplan.rungs:
+                    sched = {**sched_sha, "max_resource": aplan.rungs[-1].resource}
+                    ar, aerr = sim(scheduler=sched, num_trials=trials,
+                                   workers=max(1, aplan.workers_for_rung(0)),
+                                   scaling=FollowPlan(aplan), time_budget_s=deadline,
+                                   cost_budget_usd=budget)
+                    arun = _run_summary(ar, aerr)
+                else:
+                    arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
+                arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
+                            plan_workers=[r.workers for r in aplan.rungs],
+                            solve_s=solve_s[-1],
+                            overrun=arun["spend_usd"] is not None
+                            and arun["spend_usd"] > budget + 1e-9)
+                # The largest cluster the budget pays until the deadline; at least one worker
+                # (then the cost budget, not the deadline, ends the sweep), since a baseline
+                # that cannot start would hand the planner a free win.
+                affordable = min(n, int(budget * 3600.0 / (price * deadline) + 1e-9))
+                w = max(1, affordable)
+                xr, xerr = sim(scheduler=sched_asha, num_trials=n, workers=w,
+                               time_budget_s=deadline, cost_budget_usd=budget)
+                xrun = _run_summary(xr, xerr)
+                xrun.update(workers=w, affordable_workers=affordable)
+                accuracy.append({
+                    "budget_factor": bf, "budget_usd": budget, "planner": arun, "asha": xrun,
+                    "win": _better_or_equal(arun["best_value"], xrun["best_value"],
+                                            curves.mode),
+                    "tie_without_values": arun["best_value"] is None
+                    and xrun["best_value"] is None,
+                })
+        cases.append({"task": task.name, "seed": seed, "factor": factor_key(f),
+                      "deadline_s": deadline, "base_wall_s": base["wall_s"],
+                      "feasible": bool(feasible), "planner": prun, "static_min": smin,
+                      "static_max": smax, "naive": nv, "ratios": ratios,
+                      "accuracy": accuracy})
+    return {"task": task.name, "seed": seed, "cases": cases, "solve_s": solve_s,
+            "simulations": sims, "elapsed_s": time.perf_counter() - t0,
+            "static_runs": {str(w): v for w, v in sorted(static.items())}}
+
+
+# -- summary ----------------------------------------------------------------------------------
+def _median(xs: Iterable[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return float(np.median(v)) if v else None
+
+
+def summarise(cases: list[dict[str, Any]], solve_s: list[float]) -> dict[str, Any]:
+    feasible = [c for c in cases if c["feasible"]]
+    by_deadline = {factor_key(f): _median(c["ratios"]["vs_static_min"] for c in feasible
+                                          if c["factor"] == factor_key(f))
+                   for f in FACTORS}
+    vs_min = [c["ratios"]["vs_static_min"] for c in feasible
+              if c["ratios"]["vs_static_min"] is not None]
+    acc = [a for c in cases for a in c["accuracy"]]
+    budgeted = [a["planner"] for a in acc]
+    return {
+        "cost_ratio_vs_static_min_median_by_deadline": by_deadline,
+        "cost_ratio_vs_static_min_max": float(max(vs_min)) if vs_min else None,
+        "cost_ratio_vs_lower_bound_median": _median(c["ratios"]["vs_lower_bound"]
+                                                    for c in feasible),
+        "deadline_met_frac": (sum(c["planner"]["met"] for c in feasible) / len(feasible)
+                              if feasible else None),
+        "budget_overruns": int(sum(bool(r["overrun"]) for r in budgeted)),
+        "accuracy_win_frac_vs_asha_fixed": (sum(a["win"] for a in acc) / len(acc)
+                                            if acc else None),
+        "plan_solve_s_p95": float(np.percentile(solve_s, 95)) if solve_s else None,
+        "cases": len(cases),
+        "infeasible_cases": len(cases) - len(feasible),
+    }
+
+
+def _check(value: float | None, target: tuple[str, float]) -> bool | None:
+    if value is None:
+        return None
+    op, limit = target
+    return value <= limit if op == "<=" else value >= limit
+
+
+def targets_report(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for key, target in TARGETS.items():
+        if key in summary:
+            value = summary[key]
+            name = key
+        else:
+            value = summary["cost_ratio_vs_static_min_median_by_deadline"][key]
+            name = f"cost_ratio_vs_static_min_median @{key}x"
+        out[name] = {"value": value, "target": f"{target[0]} {target[1]:g}",
+                     "met": _check(value, target)}
+    return out
+
+
+# -- output -----------------------------------------------------------------------------------
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.{digits}f}"
+
+
+def tasks_table(tasks: list[Task]) -> Table:
+    t = Table(title="Tasks (job: synchronous SHA, eta 3)")
+    for col in ("task", "configs", "n", "rungs to R", "full trial s", "time scale",
+                "s/step (scaled)"):
+        t.add_column(col, justify="left" if col == "task" else "right")
+    for k in tasks:
+        t.add_row(k.name, str(k.configs), str(k.num_trials), str(k.max_resource),
+                  f"{k.full_trial_s:.1f}", f"{k.time_scale:.2f}", f"{k.s_per_step:.2f}")
+    return t
+
+
+def deadline_table(cases: list[dict[str, Any]]) -> Table:
+    t = Table(title="Planner cost vs baselines, by deadline (medians over feasible cases)",
+              caption="plan = planner (plan_cost_min + FollowPlan); smin / smax = Static-min / "
+                      "Static-max; naive = ReleaseIdle(n); LB = the planner run's GPU-seconds "
+                      "at the per-GPU price; (met): only cases where the planner's sweep "
+                      "finished by the deadline (a sweep cut off at it is cheaper)")
+    cols = ("deadline", "cases", "infeasible", "plan/smin", "target", "max plan/smin",
+            "plan/smin (met)", "plan/smax", "plan/naive", "naive/smin", "plan/LB", "plan met",
+            "smin W")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for f in FACTORS:
+        key = factor_key(f)
+        cs = [c for c in cases if c["factor"] == key]
+        fe = [c for c in cs if c["feasible"]]
+        r = [c["ratios"]["vs_static_min"] for c in fe if c["ratios"]["vs_static_min"]]
+        met = sum(c["planner"]["met"] for c in fe)
+        t.add_row(
+            f"{key}x", str(len(cs)), str(len(cs) - len(fe)),
+            _fmt(_median(r)), f"{TARGETS[key][0]} {TARGETS[key][1]:.2f}",
+            _fmt(max(r) if r else None),
+            _fmt(_median(c["ratios"]["vs_static_min"] for c in fe if c["planner"]["met"])),
+            _fmt(_median(c["ratios"]["vs_static_max"] for c in fe)),
+            _fmt(_median(c["ratios"]["vs_naive"] for c in fe)),
+            _fmt(_median(c["ratios"]["naive_vs_static_min"] for c in fe)),
+            _fmt(_median(c["ratios"]["vs_lower_bound"] for c in fe)),
+            f"{met}/{len(fe)}",
+            _fmt(_median(c["static_min"]["workers"] for c in fe if c["static_min"]), 1))
+    return t
+
+
+def accuracy_table(cases: list[dict[str, Any]]) -> Table:
+    t = Table(title="Accuracy under a cost budget: plan_accuracy_max (SHA) vs ASHA on the "
+                    "largest affordable fixed cluster")
+    for col in ("budget x static-min", "runs", "planner wins (>=)", "median planner trials",
+                "median ASHA workers", "planner overruns", "ASHA overruns"):
+        t.add_column(col, justify="right")
+    for bf in BUDGET_FACTORS:
+        acc = [a for c in cases for a in c["accuracy"] if a["budget_factor"] == bf]
+        t.add_row(f"{bf:g}x", str(len(acc)), str(sum(a["win"] for a in acc)),
+                  _fmt(_median(a["planner"]["num_trials"] for a in acc), 0),
+                  _fmt(_median(a["asha"]["workers"] for a in acc), 0),
+                  str(sum(bool(a["planner"]["overrun"]) for a in acc)),
+                  str(sum(a["asha"]["budget_respected"] is False for a in acc)))
+    return t
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    t = Table(title="Summary against targets")
+    for col in ("figure", "value", "target", "met"):
+        t.add_column(col, justify="left" if col == "figure" else "right")
+    for name, row in targets_report(summary).items():
+        met = {True: "[green]yes[/]", False: "[red]NO[/]", None: "n/a"}[row["met"]]
+        t.add_row(name, _fmt(row["value"]), row["target"], met)
+    t.add_row("cases", str(summary["cases"]), "", "")
+    t.add_row("infeasible_cases", str(summary["infeasible_cases"]), "", "")
+    return t
+
+
+# -- main -------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=None,
+                    help="curve directory (default: ../shared/data if present, else the sample)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the first 2 tasks of each set and 2 seeds")
+    ap.add_argument("--max-tasks", type=int, default=None,
+                    help="at most this many tasks, round-robin over sets (default 8; "
+                         "--quick: no cap beyond 2 per set)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 5; quick 2)")
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
+                    help="worker processes (default: min(4, CPUs))")
+    ap.add_argument("--full-fits", action="store_true",
+                    help="also run tasks whose fidelities are fits from scratch")
+    ap.add_argument("--straggler", type=float, default=0.0,
+                    help="passed to the planners: how much slower than the profile the slowest "
+                         "trial of a wave is assumed to be (default 0, the planners' default)")
+    ap.add_argument("--profile", choices=("median", "fitted"), default="median",
+                    help="the planners' profile: 'median' seconds per step (default), or "
+                         "'fitted': mean seconds per later step plus the first step's extra "
+                         "as setup_s")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = ap.parse_args(argv)
+    if not (math.isfinite(args.straggler) and args.straggler >= 0):
+        ap.error(f"--straggler is {args.straggler}, but must be a finite number >= 0")
+    for name in ("max_tasks", "seeds", "jobs"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            ap.error(f"--{name.replace('_', '-')} is {v}, but must be >= 1")
+    data_dir = args.data if args.data is not None else default_data_dir()
+    if not data_dir.is_dir():
+        ap.error(f"--data {str(data_dir)!r} is not a directory")
+    seeds = args.seeds or (2 if args.quick else 5)
+    max_tasks = args.max_tasks if args.max_tasks is not None else (None if args.quick else 8)
+
+    # Wide enough for the tables when stdout is a file or a pipe (rich would use 80 columns).
+    err = Console(stderr=True, width=160)
+    out = Console(stderr=True, width=160) if args.json else Console(width=160)
+    started = time.perf_counter()
+    tasks = select_tasks(data_dir, quick=args.quick, max_tasks=max_tasks,
+                         full_fits=args.full_fits, log=lambda m: err.print(f"[dim]{m}[/]"))
+    if not tasks:
+        err.print(f"no usable task in {data_dir}")
+        return 1
+    itype = one_gpu_type()
+    out.print(f"data: {data_dir}; {len(tasks)} task(s) x {seeds} seed(s) x "
+              f"{len(FACTORS)} deadlines; instance {itype.name} at "
+              f"${itype.on_demand_per_hour:.3f}/GPU-h on demand")
+    out.print(tasks_table(tasks))
+
+    units = [(t, s) for t in tasks for s in range(seeds)]
+    results: list[dict[str, Any]] = []
+    if args.jobs == 1 or len(units) == 1:
+        for i, (t, s) in enumerate(units, 1):
+            results.append(run_task_seed(str(data_dir), t, s, itype, args.straggler,
+                                         args.profile))
+            err.print(f"[{i}/{len(units)}] {t.name} seed {s}: {results[-1]['elapsed_s']:.1f} s")
+    else:
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(units))) as pool:
+            futures = {
+                pool.submit(run_task_seed, str(data_dir), t, s, itype, args.straggler,
+                            args.profile): (t, s)
+                for t, s in units}
+            for i, fut in enumerate(as_completed(futures), 1):
+                results.append(fut.result())
+                t, s = futures[fut]
+                err.print(f"[{i}/{len(units)}] {t.name} seed {s}: "
+                          f"{results[-1]['elapsed_s']:.1f} s")
+    order = {(t.name, s): i for i, (t, s) in enumerate(units)}
+    results.sort(key=lambda r: order[(r["task"], r["seed"])])
+    cases = [c for r in results for c in r["cases"]]
+    solve_s = [x for r in results for x in r["solve_s"]]
+    summary = summarise(cases, solve_s)
+    wall = time.perf_counter() - started
+
+    if args.json:
+        details = {
+            "data_dir": str(data_dir), "seeds": seeds, "straggler": args.straggler,
+            "profile": args.profile,
+            "deadline_factors": list(FACTORS),
+            "budget_factors": list(BUDGET_FACTORS),
+            "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],
+            "targets": targets_report(summary), "wall_s": wall,
+            "simulations": sum(r["simulations"] for r in results),
+            "cases": cases,
+            "static_runs": {f"{r['task']}#{r['seed']}": r["static_runs"] for r in results},
+        }
+        print(json.dumps({"summary": summary, "details": details}, default=_json_default))
+    else:
+        out.print(deadline_table(cases))
+        out.print(accuracy_table(cases))
+        out.print(summary_table(summary))
+        out.print(f"{sum(r['simulations'] for r in results)} simulations in {wall:.1f} s "
+                  f"({args.jobs} process(es))")
+    return 0
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

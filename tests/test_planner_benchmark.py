@@ -1,0 +1,63 @@
+"""benchmarks/planner.py runs end to end on the shipped sample and keeps its --json contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from budgets import SAMPLE_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUMMARY_KEYS = {
+    "cost_ratio_vs_static_min_median_by_deadline", "cost_ratio_vs_static_min_max",
+    "cost_ratio_vs_lower_bound_median", "deadline_met_frac", "budget_overruns",
+    "accuracy_win_frac_vs_asha_fixed", "plan_solve_s_p95", "cases", "infeasible_cases",
+}
+
+
+@pytest.mark.timeout(90)
+def test_planner_benchmark_quick_json():
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
+         "--seeds", "1", "--max-tasks", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=80)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert elapsed < 60, f"took {elapsed:.1f} s"
+    doc = json.loads(proc.stdout)  # stdout holds the one JSON object and nothing else
+    assert set(doc) == {"summary", "details"}
+    summary, details = doc["summary"], doc["details"]
+    assert set(summary) == SUMMARY_KEYS
+
+    by_deadline = summary["cost_ratio_vs_static_min_median_by_deadline"]
+    assert set(by_deadline) == {"1.25", "1.5", "3", "6"}
+    for key in ("1.25", "1.5", "3", "6"):
+        assert by_deadline[key] is None or (isinstance(by_deadline[key], float)
+                                            and by_deadline[key] > 0)
+    for key in ("cost_ratio_vs_static_min_max", "cost_ratio_vs_lower_bound_median",
+                "plan_solve_s_p95"):
+        assert isinstance(summary[key], float) and summary[key] >= 0, key
+    for key in ("deadline_met_frac", "accuracy_win_frac_vs_asha_fixed"):
+        assert isinstance(summary[key], float) and 0.0 <= summary[key] <= 1.0, key
+    for key in ("budget_overruns", "cases", "infeasible_cases"):
+        assert isinstance(summary[key], int) and not isinstance(summary[key], bool), key
+
+    # One task, one seed: one case per deadline factor, each with its policies measured.
+    assert summary["cases"] == 4 == len(details["cases"])
+    assert 0 <= summary["infeasible_cases"] <= summary["cases"]
+    assert len(details["tasks"]) == 1
+    for case in details["cases"]:
+        assert case["deadline_s"] > case["base_wall_s"] > 0
+        assert case["static_max"]["met"]  # the deadline is a multiple of its own wall time
+        assert case["static_min"]["workers"] >= 1
+        assert case["planner"]["spend_usd"] > 0 and case["planner"]["lower_bound_usd"] > 0
+        assert len(case["accuracy"]) == 3
+    # Lower bound: the planner cannot have paid less than the GPU-seconds it used.
+    assert summary["cost_ratio_vs_lower_bound_median"] >= 1.0 - 1e-9
