@@ -11,7 +11,9 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   than 10 mean boot latencies are slowed down by ``time_scale`` = 1200 s / that.
 - deadlines: 1.25x, 1.5x, 3x and 6x the makespan with one worker per trial, *measured* as the
   ``wall_s`` of a ``Static(n)`` run with the same seed (so it includes one boot latency).
-- policies: the planner (``plan_cost_min`` followed with ``FollowPlan``); Static-min (the
+- policies: the planner (``Replanner``: an initial ``plan_remaining``/``plan_cost_min`` plan,
+  re-planned by the controller at rung boundaries and when step times drift, followed with
+  ``FollowPlan``; its re-plans' solve times count in ``plan_solve_s_p95``); Static-min (the
   smallest fixed cluster that finishes by the deadline, found in hindsight by bisection over
   1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
   GPU-seconds of the planner run's segments at the per-GPU price).
@@ -64,13 +66,14 @@ from budgets import (  # noqa: E402
     PriceBook,
     Profile,
     ReleaseIdle,
+    Replanner,
     Static,
     default_data_dir,
     discover,
     load_curves,
     per_gpu_hour,
 )
-from budgets._planner import JobShape, plan_accuracy_max, plan_cost_min  # noqa: E402
+from budgets._planner import JobShape, plan_accuracy_max  # noqa: E402
 from cloud import SimInstanceType, uniform_boot  # noqa: E402
 from tuner._simulate import SimResult, simulate  # noqa: E402
 
@@ -286,20 +289,24 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
     cases = []
     for f in FACTORS:
         deadline = f * base["wall_s"]
-        # (1) the planner
+        # (1) the planner: an initial plan, re-planned at rung boundaries and on drift
         t = time.perf_counter()
-        plan = plan_cost_min(shape, profile(), itype, deadline, straggler=straggler,
-                             billing_minimum_s=BILLING_MINIMUM_S, max_workers=n)
+        replanner = Replanner(shape, profile(), itype, deadline, straggler=straggler,
+                              billing_minimum_s=BILLING_MINIMUM_S, max_workers=n)
+        plan = replanner.initial()
         solve_s.append(time.perf_counter() - t)
         first = max(1, plan.workers_for_rung(0))
         pr, perr = sim(scheduler=sched_sha, num_trials=n, workers=first,
-                       scaling=FollowPlan(plan), time_budget_s=deadline)
+                       scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline)
         prun = _run_summary(pr, perr)
+        replans = pr.store.plans()[1:] if pr is not None else []
+        solve_s.extend(p["inputs"]["solve_s"] for p in replans)
         gpu_s = _gpu_seconds(pr) if pr is not None else None
         prun.update(met=_met(prun, deadline), plan_feasible=plan.feasible,
                     plan_workers=[r.workers for r in plan.rungs],
                     predicted_cost_usd=plan.predicted_cost_usd,
-                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1],
+                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1 - len(replans)],
+                    replans=len(replans),
                     gpu_s=gpu_s,
                     lower_bound_usd=None if gpu_s is None else gpu_s * price / 3600.0)
         # (2) Static-min, (3) Static-max, (4) naive elastic
@@ -448,7 +455,7 @@ def tasks_table(tasks: list[Task]) -> Table:
 
 def deadline_table(cases: list[dict[str, Any]]) -> Table:
     t = Table(title="Planner cost vs baselines, by deadline (medians over feasible cases)",
-              caption="plan = planner (plan_cost_min + FollowPlan); smin / smax = Static-min / "
+              caption="plan = planner (Replanner + FollowPlan); smin / smax = Static-min / "
                       "Static-max; naive = ReleaseIdle(n); LB = the planner run's GPU-seconds "
                       "at the per-GPU price; (met): only cases where the planner's sweep "
                       "finished by the deadline (a sweep cut off at it is cheaper)")

@@ -10,6 +10,7 @@ from budgets._planner import (
     choose_instance,
     plan_accuracy_max,
     plan_cost_min,
+    plan_remaining,
     plan_static,
     trial_counts,
 )
@@ -33,7 +34,15 @@ from budgets._profile import (
     Profile,
     Speedup,
 )
-from budgets._scaling import FollowPlan, ReleaseIdle, ScaleView, ScalingPolicy, Static
+from budgets._replan import Replanner
+from budgets._scaling import (
+    FollowPlan,
+    ReleaseIdle,
+    ReplanView,
+    ScaleView,
+    ScalingPolicy,
+    Static,
+)
 
 __all__ = [
     "BABI_LSTM",
@@ -46,6 +55,8 @@ __all__ = [
     "FollowPlan",
     "Plan",
     "ReleaseIdle",
+    "Replanner",
+    "ReplanView",
     "RungPlan",
     "ScaleView",
     "ScalingPolicy",
@@ -73,6 +84,7 @@ __all__ = [
     "per_gpu_hour",
     "plan_accuracy_max",
     "plan_cost_min",
+    "plan_remaining",
     "plan_static",
     "read_prices",
     "shipped_prices_path",

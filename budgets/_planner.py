@@ -66,6 +66,7 @@ __all__ = [
     "choose_instance",
     "plan_accuracy_max",
     "plan_cost_min",
+    "plan_remaining",
     "plan_static",
     "stage_time",
     "trial_counts",
@@ -206,11 +207,24 @@ def _credit(young: _Young, minimum: float) -> float:
     return sum(c * (minimum - age) for age, c in young)
 
 
-def _evaluate(job: _Job, choice: Sequence[tuple[int, int]]) -> tuple[int, float, list[int]]:
-    """(wall seconds, instance-seconds billed, stage seconds) of a (workers, gpus) per stage."""
-    elapsed, cost, young, w_prev = job.boot, 0.0, (), 0
+def _start_delay(job: _Job, live: int, w: int) -> int:
+    """Seconds before the first planned stage can start on ``w`` instances when ``live`` are
+    up: none if they suffice, else one boot latency (the new ones cannot have been launched
+    ahead). With nothing live (a fresh plan) every stage-0 plan waits one boot."""
+    return job.boot if w > live else 0
+
+
+def _evaluate(job: _Job, choice: Sequence[tuple[int, int]],
+              live: int = 0) -> tuple[int, float, list[int]]:
+    """(wall seconds, instance-seconds billed, stage seconds) of a (workers, gpus) per stage,
+    starting with ``live`` instances up (past their billing minimum)."""
+    elapsed, cost, young, w_prev = 0, 0.0, (), live
     times = []
     for k, (w, g) in enumerate(choice):
+        if k == 0:
+            delay = _start_delay(job, live, w)
+            elapsed += delay
+            cost += live * delay  # the live ones wait (billed) for the new ones to boot
         t = job.duration(k, g, w)
         cost, young = _advance(w_prev, young, cost, w, t, job.boot, job.minimum)
         elapsed += t
@@ -273,16 +287,18 @@ def _prune(states: list[_State], minimum: float) -> list[_State]:
     return kept
 
 
-def _solve(job: _Job, deadline: float, bound: float) -> tuple[list[tuple[int, int]], int, float]:
+def _solve(job: _Job, deadline: float, bound: float,
+           live: int = 0) -> tuple[list[tuple[int, int]], int, float]:
     """The cheapest (workers, gpus) per stage that ends by ``deadline`` and costs <= ``bound``
-    instance-seconds, with its wall and cost; ([], 0, inf) when there is none."""
+    instance-seconds, with its wall and cost, starting with ``live`` instances up; ([], 0, inf)
+    when there is none."""
     n = len(job.sizes)
     rest_time = [0] * (n + 1)
     rest_work = [0.0] * (n + 1)
     for k in range(n - 1, -1, -1):
         rest_time[k] = rest_time[k + 1] + job.fastest(k)
         rest_work[k] = rest_work[k + 1] + job.work_lower_bound(k)
-    states: dict[int, list[_State]] = {0: [(job.boot, 0.0, (), 0.0, None)]}
+    states: dict[int, list[_State]] = {live: [(0, 0.0, (), 0.0, None)]}
     for k in range(n):
         later_t, later_w = rest_time[k + 1], rest_work[k + 1]
         nxt: dict[int, list[_State]] = {}
@@ -293,14 +309,16 @@ def _solve(job: _Job, deadline: float, bound: float) -> tuple[list[tuple[int, in
                     if w_prev and w_prev not in ws]
             for g, w, t in moves + hold:
                 bucket = nxt.setdefault(w, [])
+                d = _start_delay(job, w_prev, w) if k == 0 else 0
                 for elapsed, cost, young, _, path in frontier:  # sorted by elapsed
-                    if elapsed + t + later_t > deadline + _EPS:
+                    if elapsed + d + t + later_t > deadline + _EPS:
                         break
-                    c, y = _advance(w_prev, young, cost, w, t, job.boot, job.minimum)
+                    c, y = _advance(w_prev, young, cost + w_prev * d, w, t, job.boot,
+                                    job.minimum)
                     credit = _credit(y, job.minimum) if y else 0.0
                     if c - credit + later_w > bound + _EPS:
                         continue
-                    bucket.append((elapsed + t, c, y, credit, (w, g, path)))
+                    bucket.append((elapsed + d + t, c, y, credit, (w, g, path)))
         states = {w: _prune(b, job.minimum) for w, b in nxt.items() if b}
     finals = [s for frontier in states.values() for s in frontier]
     if not finals:
@@ -334,12 +352,20 @@ def _timeline(job: _Job, workers: list[int], starts: list[int], end: int, name: 
 
 def _plan(shape: JobShape, job: _Job, instance: InstanceType, spot: bool,
           choice: Sequence[tuple[int, int]], *, deadline: float, planner: str, reason: str,
-          started: float, extra: dict[str, Any] | None = None) -> Plan:
-    wall, cost, times = _evaluate(job, choice)
-    starts = [job.boot + sum(times[:k]) for k in range(len(times))]
+          started: float, extra: dict[str, Any] | None = None, live: int = 0,
+          first: int = 0, offset: float = 0.0) -> Plan:
+    """The plan of ``choice`` for stages ``first..`` of ``shape`` (all of ``job``), starting
+    ``offset`` seconds into the sweep with ``live`` instances up; times are from the sweep's
+    start, costs from ``offset`` on."""
+    wall, cost, times = _evaluate(job, choice, live)
+    delay = _start_delay(job, live, choice[0][0]) if choice else 0
+    starts = [delay + sum(times[:k]) for k in range(len(times))]
     rungs = shape.rungs()
-    rung_plans = [RungPlan(k, job.sizes[k], rungs[k], g, w, float(starts[k]),
-                           float(starts[k] + times[k])) for k, (w, g) in enumerate(choice)]
+    rung_plans = [RungPlan(first + k, job.sizes[k], rungs[first + k], g, w,
+                           float(offset + starts[k]), float(offset + starts[k] + times[k]))
+                  for k, (w, g) in enumerate(choice)]
+    timeline = [replace(p, t_s=p.t_s + offset) for p in
+                _timeline(job, [w for w, _ in choice], starts, wall, instance.name, spot)]
     price = instance.hourly(spot)
     inputs = {
         "shape": shape.to_json(),
@@ -360,10 +386,10 @@ def _plan(shape: JobShape, job: _Job, instance: InstanceType, spot: bool,
     return Plan(
         feasible=not reason,
         predicted_cost_usd=round(cost * price / 3600.0, 9),
-        predicted_wall_s=float(wall),
+        predicted_wall_s=float(offset + wall),
         num_trials=shape.num_trials,
         rungs=rung_plans,
-        timeline=_timeline(job, [w for w, _ in choice], starts, wall, instance.name, spot),
+        timeline=timeline,
         planner=planner,
         reason=reason,
         inputs=inputs,
@@ -417,7 +443,8 @@ def plan_cost_min(shape: JobShape, profile: Profile, instance: InstanceType,
                if wall <= deadline + _EPS]
     best_static = min(statics, key=lambda s: (s[0], s[1]), default=None)
     fastest = job.boot + sum(job.fastest(k) for k in range(len(job.sizes)))
-    extra: dict[str, Any] = {"fastest_wall_s": fastest}
+    extra: dict[str, Any] = {"fastest_wall_s": fastest,
+                             "s_per_step": profile.seconds_per_step(gpus_per_trial)}
     if best_static is not None:
         extra["best_static_cost_usd"] = round(best_static[0] * price / 3600.0, 9)
         extra["best_static_workers"] = best_static[2][0][0]
@@ -434,6 +461,69 @@ def plan_cost_min(shape: JobShape, profile: Profile, instance: InstanceType,
         choice = best_static[2]
     return _plan(shape, job, instance, spot, choice, deadline=deadline, planner="cost-min",
                  reason="", started=started, extra=extra)
+
+
+def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
+                   deadline_s: float | None, *, from_stage: int, elapsed_s: float,
+                   live_workers: int, gpus_per_trial: int = 1, spot: bool = False,
+                   billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
+                   max_workers: int | None = None, straggler: float = 0.0,
+                   gpu_options: Iterable[int] | None = None) -> Plan:
+    """Re-plan a sweep under way: :func:`plan_cost_min` for stages ``from_stage..`` of
+    ``shape`` only, ``elapsed_s`` seconds after the sweep started, with ``live_workers``
+    instances already up.
+
+    The live instances pay no boot and are past their billing minimum; a plan that starts
+    stage ``from_stage`` on more of them waits one boot latency for the new ones (billing the
+    live ones meanwhile). Holding the live count, and every static count, are candidates, so
+    the result is never dearer than keeping a fixed cluster that meets the deadline.
+
+    Returns:
+        A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and
+        ends, timeline, ``predicted_wall_s``) count from the sweep's start; its
+        ``predicted_cost_usd`` is what the remaining stages cost. When no plan ends by
+        ``deadline_s`` (seconds from the sweep's start), the cheapest of the fastest plans,
+        ``feasible=False``.
+    """
+    started = time.perf_counter()
+    deadline = _deadline(deadline_s)
+    stages = len(shape.rungs())
+    if not (isinstance(from_stage, int) and 0 <= from_stage < stages):
+        raise ValueError(f"from_stage is {from_stage!r}, but must be an int in [0, {stages})")
+    if not (isinstance(live_workers, int) and live_workers >= 0):
+        raise ValueError(f"live_workers is {live_workers!r}, but must be an int >= 0")
+    if not (isinstance(elapsed_s, int | float) and math.isfinite(elapsed_s) and elapsed_s >= 0):
+        raise ValueError(f"elapsed_s is {elapsed_s!r}, but must be a finite number >= 0")
+    full = _job(shape, profile, instance, gpus_per_trial, gpu_options, straggler, boot_s,
+                billing_minimum_s, max_workers)
+    job = replace(full, sizes=full.sizes[from_stage:], steps=full.steps[from_stage:],
+                  segment=full.segment[from_stage:], _durations={})
+    left = deadline - elapsed_s
+    n, live = len(job.sizes), live_workers
+    counts = sorted(set(job.candidates(0, gpus_per_trial)) | ({live} if live else set()))
+    statics = [(cost, [(w, gpus_per_trial)] * n) for w in counts
+               for wall, cost, _ in [_evaluate(job, [(w, gpus_per_trial)] * n, live)]
+               if wall <= left + _EPS]
+    best_static = min(statics, key=lambda s: s[0], default=None)
+    first = min(_start_delay(job, live, w) + job.duration(0, g, w) for g in job.options
+                for w in {*job.candidates(0, g), *([live] if live else [])})
+    fastest = first + sum(job.fastest(k) for k in range(1, n))
+    extra: dict[str, Any] = {"fastest_wall_s": elapsed_s + fastest,
+                             "s_per_step": profile.seconds_per_step(gpus_per_trial),
+                             "from_stage": from_stage, "elapsed_s": elapsed_s,
+                             "live_workers": live}
+    common: dict[str, Any] = dict(deadline=deadline, planner="cost-min", started=started,
+                                  extra=extra, live=live, first=from_stage, offset=elapsed_s)
+    if fastest > left + _EPS:
+        choice, _, _ = _solve(job, fastest, math.inf, live)
+        reason = (f"no plan meets the deadline of {deadline:g} s: {elapsed_s:g} s in, the "
+                  f"fastest rest on {instance.name} takes {fastest} s")
+        return _plan(shape, job, instance, spot, choice, reason=reason, **common)
+    bound = best_static[0] if best_static is not None else math.inf
+    choice, _, cost = _solve(job, left, bound, live)
+    if best_static is not None and (not choice or best_static[0] <= cost):
+        choice = best_static[1]
+    return _plan(shape, job, instance, spot, choice, reason="", **common)
 
 
 def plan_static(shape: JobShape, profile: Profile, instance: InstanceType, workers: int, *,

@@ -20,6 +20,20 @@ class ScaleView:
     starved: bool      # the scheduler had no job for a free slot at the last dispatch
     queued: bool       # a job waits for a free slot
     stage: int         # highest rung index a segment has been started for
+    elapsed_s: float | None = None  # seconds since the sweep started (None: use ``now``)
+
+
+@dataclass(frozen=True)
+class ReplanView:
+    """What a re-planner sees of a sweep under way (see ``Controller(replanner=...)``)."""
+
+    now: float
+    elapsed_s: float                     # seconds since the sweep started
+    stage: int                           # highest rung index a segment has been started for
+    live: int                            # instances launched and not terminated
+    observed_s_per_step: float | None    # mean over finished segments (setup included)
+    observations: int                    # how many segments that mean is over
+    spent_usd: float
 
 
 class ScalingPolicy(Protocol):
@@ -53,14 +67,28 @@ class ReleaseIdle:
 
 class FollowPlan:
     """Hold the plan's worker count for the stage (rung) being run; while the scheduler has no
-    job (synchronous SHA waits for stragglers), release workers beyond the next stage's count."""
+    job (synchronous SHA waits for stragglers), release workers beyond the next stage's count.
 
-    def __init__(self, plan: Plan) -> None:
+    Looks ahead as the planner's timeline assumes: from one boot latency (``boot_s``, default
+    the plan's ``inputs["boot_s"]``) before the next stage's planned start, it holds that
+    stage's count if larger, so added instances are up when the stage begins. The controller
+    may swap ``plan`` for a re-planned one at any time.
+    """
+
+    def __init__(self, plan: Plan, boot_s: float | None = None) -> None:
         self.plan = plan
+        self.boot_s = boot_s
 
     def target(self, view: ScaleView) -> int:
         planned = self.plan.workers_for_rung(view.stage)
+        upcoming = self.plan.workers_for_rung(view.stage + 1)
+        nxt = next((r for r in self.plan.rungs if r.rung == view.stage + 1), None)
+        if nxt is not None and upcoming > planned:
+            boot = self.boot_s if self.boot_s is not None else self.plan.inputs.get("boot_s", 0)
+            elapsed = view.now if view.elapsed_s is None else view.elapsed_s
+            if elapsed >= nxt.start_s - boot:
+                planned = upcoming
         if view.starved and not view.queued:
             # Keep what the next stage will need; let the rest go while stragglers finish.
-            return min(planned, max(view.busy, self.plan.workers_for_rung(view.stage + 1)))
+            return min(planned, max(view.busy, upcoming))
         return planned

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from budgets import Clock, Ledger, ScaleView, ScalingPolicy, billed
+from budgets import Clock, FollowPlan, Ledger, Plan, ReplanView, ScaleView, ScalingPolicy, billed
 from cloud import CapacityError, Node, Provider, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
@@ -93,7 +93,8 @@ class Controller:
                  executor: Executor, provider: Provider, ledger: Ledger, store: Store,
                  clock: Clock, settings: Settings | None = None,
                  observer: Callable[[dict[str, Any]], None] | None = None,
-                 scaling: ScalingPolicy | None = None) -> None:
+                 scaling: ScalingPolicy | None = None,
+                 replanner: Callable[[ReplanView], Plan | None] | None = None) -> None:
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -105,6 +106,9 @@ class Controller:
         self.settings = settings or Settings()
         self.observer = observer
         self.scaling = scaling          # None: a fixed cluster of spec.workers
+        # Re-plans the rest of the sweep at rung boundaries and on drift; its plans replace
+        # the plan a FollowPlan policy follows (one is set if there is no policy).
+        self.replanner = replanner
         self.trials: dict[str, _Trial] = {}
         self.running: dict[str, _Running] = {}
         self.instances: dict[str, Instance] = {}
@@ -113,6 +117,7 @@ class Controller:
         self.latencies: list[float] = []
         self._seg_counter: dict[str, int] = {}
         self._step_times: list[float] = []
+        self._step_total = 0.0             # sum of _step_times
         self._budget_blocked = False
         self._last_spend_write = -math.inf
         self._last_instance_check = -math.inf
@@ -123,6 +128,7 @@ class Controller:
         self._starved = False              # the scheduler had no job for a free slot
         self._queued = False               # a job waited for a free slot
         self._stage = 0                    # highest rung index a segment was started for
+        self._replanned = (0, 0)           # (stage, step times seen) at the last re-plan
         self._last_scale = -math.inf
         self._launch_backlog = 0
         self._retry_launch_at = math.inf
@@ -135,6 +141,8 @@ class Controller:
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
         state, reason, message = "finished", "done", None
         self.store.update_experiment(started_at=start, state="running")
+        if isinstance(self.scaling, FollowPlan):
+            self.store.add_plan(start, self.scaling.plan.to_json())
         try:
             self._launch(self.spec.workers)
             while True:
@@ -150,10 +158,14 @@ class Controller:
                         break
                 self._check_boot(now)
                 self._dispatch(now)
-                if self.scaling is not None and now - self._last_scale >= self.settings.tick_s:
+                if (self.scaling or self.replanner) and (
+                        now - self._last_scale >= self.settings.tick_s):
                     # Right after dispatch, so the policy sees whether the scheduler had work.
                     self._last_scale = now
-                    self._autoscale(now)
+                    if self.replanner is not None:
+                        self._replan(now)
+                    if self.scaling is not None:
+                        self._autoscale(now)
                 if not self.running and (self.scheduler.is_finished() or self._budget_blocked):
                     reason = "done" if self.scheduler.is_finished() else "budget"
                     break
@@ -340,6 +352,7 @@ class Controller:
         duration = max(0.0, event.ts - started)
         if event.last_step > seg.start_step and event.status == "done":
             self._step_times.append(duration / (event.last_step - seg.start_step))
+            self._step_total += self._step_times[-1]
         inst = self.instances[run.instance_id]
         self.store.add_trial_usage(
             trial.trial_id, duration * seg.gpus,
@@ -407,13 +420,40 @@ class Controller:
         rungs = getattr(self.scheduler, "rungs", None)
         return rungs.index(step) if rungs and step in rungs else 0
 
+    def _replan(self, now: float) -> None:
+        """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds
+        per step have drifted more than 25 % from what the plan assumed (once per new
+        observation), and follow it."""
+        assert self.replanner is not None
+        seen = len(self._step_times)
+        mean = self._step_total / seen if seen else None
+        plan = getattr(self.scaling, "plan", None)
+        assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
+        drifted = (mean is not None and bool(assumed) and seen > self._replanned[1]
+                   and abs(mean / assumed - 1.0) > 0.25)
+        if self._stage <= self._replanned[0] and not drifted:
+            return
+        self._replanned = (self._stage, seen)
+        live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
+        new = self.replanner(ReplanView(
+            now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
+            observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now)))
+        if new is None:
+            return
+        if isinstance(self.scaling, FollowPlan):
+            self.scaling.plan = new
+        else:
+            self.scaling = FollowPlan(new)
+        self.store.add_plan(now, new.to_json())
+
     def _autoscale(self, now: float) -> None:
         """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""
         assert self.scaling is not None
         live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
         busy = {run.instance_id for run in self.running.values()}
         view = ScaleView(now=now, live=len(live), busy=len(busy & set(live)),
-                         starved=self._starved, queued=self._queued, stage=self._stage)
+                         starved=self._starved, queued=self._queued, stage=self._stage,
+                         elapsed_s=now - self._started_at)
         target = self.scaling.target(view)
         nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
                  for i in live]

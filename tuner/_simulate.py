@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import Ledger, ScalingPolicy, SimClock
+from budgets import Ledger, Plan, ReplanView, ScalingPolicy, SimClock
 from cloud import SimInstanceType, SimProvider, uniform_boot
 from tuner._controller import Controller, Outcome, RunSpec, Settings
 from tuner._sampling import PermutationSampler, Sampler
@@ -67,6 +67,7 @@ def simulate(
     billing_minimum_s: float = 60.0,
     experiment_id: str = "sim",
     scaling: ScalingPolicy | None = None,
+    replanner: Callable[[ReplanView], Plan | None] | None = None,
 ) -> SimResult:
     """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time."""
     clock = SimClock()
@@ -95,7 +96,8 @@ def simulate(
         spec, scheduler=sched, sampler=Sampler(space, PermutationSampler(seed), mode, seed),
         executor=executor,
         provider=provider, ledger=Ledger(cost_budget_usd, billing_minimum_s), store=store,
-        clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling)
+        clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling,
+        replanner=replanner)
     outcome = controller.run()
     wall = outcome.finished_at - outcome.started_at
     return SimResult(

@@ -1,0 +1,96 @@
+"""Online re-planning: RubberBand plans once, from a profile; the step times a sweep really sees
+often differ (the first epoch of a run is dearer, noise makes stragglers). A :class:`Replanner`
+is handed to the controller, which calls it at every rung boundary and when the observed seconds
+per step drift from what the current plan assumed; it plans the stages left with
+:func:`plan_remaining` on what has been observed.
+
+Example::
+
+    >>> from budgets import BootLatency, InstanceType, JobShape, Profile, ReplanView
+    >>> gpu = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
+    >>> rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), gpu,
+    ...                deadline_s=400.0, billing_minimum_s=0)
+    >>> [r.workers for r in rp.initial().rungs]
+    [9, 3, 1]
+    >>> view = ReplanView(now=150.0, elapsed_s=150.0, stage=1, live=9,
+    ...                   observed_s_per_step=30.0, observations=9, spent_usd=0.5)
+    >>> plan = rp(view)          # 3x slower than the profile: the rest cannot be on time
+    >>> plan.feasible, [r.rung for r in plan.rungs]
+    (False, [1, 2])
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from budgets._job import JobShape
+from budgets._plan import Plan
+from budgets._planner import plan_remaining
+from budgets._prices import InstanceType
+from budgets._profile import Profile
+from budgets._scaling import ReplanView
+
+FIRST_STAGE_BOOT_QUANTILE = 0.9
+
+
+class Replanner:
+    """Plans the rest of a synchronous-SHA sweep from what it has observed (pure: no clock, no
+    I/O; the controller calls it and stores what it returns).
+
+    Each call starts from a fresh copy of ``profile`` and feeds it the observed mean seconds
+    per step, weighted by the number of segments behind it (so the profile's prior counts as
+    ``prior_weight`` segments), then calls :func:`plan_remaining` from the current stage with
+    the live instances.
+
+    Plans made in the first stage (the initial one included) take the boot latency at its 0.9
+    quantile, not its mean: stage 0 needs its whole cluster, which is up only when the
+    *slowest* of its ``w`` boots is over (the maximum of ``w`` draws lies near the top of the
+    range for any sizeable ``w``: its mean is the ``w / (w + 1)`` quantile of a uniform), and
+    time lost before the first segment can only be won back by renting more later. Re-plans
+    from stage 1 on add instances while the live ones keep working, so a late boot costs them
+    less: they use the mean (or ``boot_s``) as :func:`plan_cost_min` does.
+
+    Each plan aims ``margin`` of the time left before the deadline: the model's waves end
+    with their mean segment, the real ones with their slowest, and a sweep late by a second
+    has not done the job.
+
+    Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
+    :func:`plan_remaining`.
+    """
+
+    def __init__(self, shape: JobShape, profile: Profile, instance: InstanceType,
+                 deadline_s: float | None, *, margin: float = 0.05,
+                 **planner_kwargs: Any) -> None:
+        if not 0 <= margin < 1:
+            raise ValueError(f"margin is {margin!r}, but must be 0 <= margin < 1")
+        self.shape = shape
+        self.profile = profile
+        self.instance = instance
+        self.deadline_s = deadline_s
+        self.margin = margin
+        self.kwargs = planner_kwargs
+
+    def initial(self) -> Plan:
+        """The plan to start with: nothing observed, nothing live."""
+        return self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)
+
+    def __call__(self, view: ReplanView) -> Plan | None:
+        profile = replace(self.profile)  # a fresh copy: the prior, nothing observed
+        if view.observed_s_per_step is not None and view.observed_s_per_step > 0:
+            profile.observe(steps=1, seconds=view.observed_s_per_step,
+                            gpus=self.kwargs.get("gpus_per_trial", 1),
+                            weight=max(1, view.observations))
+        stage = min(view.stage, len(self.shape.rungs()) - 1)
+        return self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live)
+
+    def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int) -> Plan:
+        kwargs = dict(self.kwargs)
+        if stage == 0 and kwargs.get("boot_s") is None:
+            kwargs["boot_s"] = profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE)
+        deadline = self.deadline_s
+        if deadline is not None:
+            deadline -= self.margin * max(0.0, deadline - elapsed_s)
+        return plan_remaining(self.shape, profile, self.instance, deadline,
+                              from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
+                              **kwargs)
