@@ -33,6 +33,7 @@ from budgets._profile import (
     BootLatency,
     Profile,
     Speedup,
+    fit_segment_times,
 )
 from budgets._replan import Replanner
 from budgets._scaling import (
@@ -75,6 +76,7 @@ __all__ = [
     "CurveSet",
     "default_data_dir",
     "discover",
+    "fit_segment_times",
     "load_curves",
     "SimClock",
     "Speedup",

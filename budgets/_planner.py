@@ -465,13 +465,16 @@ def plan_cost_min(shape: JobShape, profile: Profile, instance: InstanceType,
 
 def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
                    deadline_s: float | None, *, from_stage: int, elapsed_s: float,
-                   live_workers: int, gpus_per_trial: int = 1, spot: bool = False,
+                   live_workers: int, done_in_stage: int = 0, gpus_per_trial: int = 1,
+                   spot: bool = False,
                    billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
                    max_workers: int | None = None, straggler: float = 0.0,
                    gpu_options: Iterable[int] | None = None) -> Plan:
     """Re-plan a sweep under way: :func:`plan_cost_min` for stages ``from_stage..`` of
     ``shape`` only, ``elapsed_s`` seconds after the sweep started, with ``live_workers``
-    instances already up.
+    instances already up and ``done_in_stage`` of stage ``from_stage``'s trials already
+    trained to its rung (they are not planned again; at least one trial is left to the stage,
+    for the segments still running).
 
     The live instances pay no boot and are past their billing minimum; a plan that starts
     stage ``from_stage`` on more of them waits one boot latency for the new ones (billing the
@@ -494,9 +497,13 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
         raise ValueError(f"live_workers is {live_workers!r}, but must be an int >= 0")
     if not (isinstance(elapsed_s, int | float) and math.isfinite(elapsed_s) and elapsed_s >= 0):
         raise ValueError(f"elapsed_s is {elapsed_s!r}, but must be a finite number >= 0")
+    if not (isinstance(done_in_stage, int) and done_in_stage >= 0):
+        raise ValueError(f"done_in_stage is {done_in_stage!r}, but must be an int >= 0")
     full = _job(shape, profile, instance, gpus_per_trial, gpu_options, straggler, boot_s,
                 billing_minimum_s, max_workers)
-    job = replace(full, sizes=full.sizes[from_stage:], steps=full.steps[from_stage:],
+    sizes = full.sizes[from_stage:]
+    sizes = [max(1, sizes[0] - done_in_stage), *sizes[1:]]
+    job = replace(full, sizes=sizes, steps=full.steps[from_stage:],
                   segment=full.segment[from_stage:], _durations={})
     left = deadline - elapsed_s
     n, live = len(job.sizes), live_workers
@@ -511,7 +518,7 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     extra: dict[str, Any] = {"fastest_wall_s": elapsed_s + fastest,
                              "s_per_step": profile.seconds_per_step(gpus_per_trial),
                              "from_stage": from_stage, "elapsed_s": elapsed_s,
-                             "live_workers": live}
+                             "live_workers": live, "done_in_stage": done_in_stage}
     common: dict[str, Any] = dict(deadline=deadline, planner="cost-min", started=started,
                                   extra=extra, live=live, first=from_stage, offset=elapsed_s)
     if fastest > left + _EPS:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from types import MappingProxyType
@@ -180,6 +180,8 @@ class Profile:
         setup_s: per segment, starting the trainable (imports, data loading).
         restore_s: per segment that resumes from a checkpoint.
         checkpoint_s: per segment, saving the checkpoint at its end.
+        first_segment_s: per segment that starts a trial from scratch (does not resume): the
+            extra cost of a trial's first steps (e.g. a first epoch that warms caches).
         boot: latency of a new VM (not part of a segment; the autoscaler launches ahead by it).
         speedup: s(g) for one trial on g GPUs.
         window: how many recent observations :meth:`drift` compares with the estimate.
@@ -190,6 +192,7 @@ class Profile:
     setup_s: float = 0.0
     restore_s: float = 0.0
     checkpoint_s: float = 0.0
+    first_segment_s: float = 0.0
     boot: BootLatency = field(default_factory=BootLatency)
     speedup: Speedup = LINEAR
     window: int = 5
@@ -202,7 +205,7 @@ class Profile:
         problems = []
         if not _positive(self.prior_s_per_step):
             problems.append(f"prior_s_per_step is {self.prior_s_per_step!r}, but must be > 0")
-        for name in ("prior_weight", "setup_s", "restore_s", "checkpoint_s"):
+        for name in ("prior_weight", "setup_s", "restore_s", "checkpoint_s", "first_segment_s"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 problems.append(f"{name} is {v!r}, but must be a finite number >= 0")
@@ -251,12 +254,13 @@ class Profile:
     def segment_seconds(self, steps: int, gpus: float = 1, *, restore: bool = True) -> float:
         """Estimated wall seconds of a segment of ``steps`` steps on ``gpus`` GPUs.
 
-        setup + restore (if it resumes from a checkpoint) + steps x s_per_step(1) / s(g)
-        + checkpoint. Boot latency is not included: it belongs to the VM, not the segment.
+        setup + restore (if it resumes from a checkpoint, else ``first_segment_s``)
+        + steps x s_per_step(1) / s(g) + checkpoint. Boot latency is not included: it belongs
+        to the VM, not the segment.
         """
         if not (isinstance(steps, int) and steps >= 0):
             raise ValueError(f"steps is {steps!r}, but must be an integer >= 0")
-        return (self.setup_s + (self.restore_s if restore else 0.0)
+        return (self.setup_s + (self.restore_s if restore else self.first_segment_s)
                 + steps * self.seconds_per_step(gpus) + self.checkpoint_s)
 
     def drift(self) -> float:
@@ -268,6 +272,41 @@ class Profile:
         if not self._recent:
             return 1.0
         return (sum(self._recent) / len(self._recent)) / self.seconds_per_step(1)
+
+
+def fit_segment_times(segments: Iterable[tuple[int, float, bool]], *,
+                      min_resumed: int = 5) -> tuple[float, float] | None:
+    """Seconds per step and the extra seconds of a trial's first segment, fitted to finished
+    segments ``(steps, seconds, fresh)`` (``fresh``: it started the trial from scratch).
+
+    Least squares on ``seconds = steps * s_per_step + fresh * first_s``. The two are told apart
+    only when fresh and at least ``min_resumed`` resumed segments have been seen (the first
+    segments of a wave to end are its quickest: a few are a biased sample); until then (e.g.
+    in a sweep's first stage, whose segments are all fresh) ``first_s`` is 0 and every second
+    is counted as steps, which over- rather than under-estimates the stages to come.
+    ``first_s`` is never negative. None when no segment has trained a step.
+
+    >>> segments = [(1, 20.0, True), (1, 20.0, True), (2, 20.0, False), (6, 60.0, False)]
+    >>> [round(v, 6) for v in fit_segment_times(segments, min_resumed=2)]
+    [10.0, 10.0]
+    """
+    rows = [(int(n), float(t), bool(f)) for n, t, f in segments if n > 0 and t > 0]
+    if not rows:
+        return None
+    fresh = [(n, t) for n, t, f in rows if f]
+    resumed = [(n, t) for n, t, f in rows if not f]
+    if fresh and len(resumed) >= min_resumed:
+        x = np.array([[n, 1.0 if f else 0.0] for n, _, f in rows])
+        y = np.array([t for _, t, _ in rows])
+        (rate, first), *_ = np.linalg.lstsq(x, y, rcond=None)
+        if rate > 0 and first >= 0:
+            return float(rate), float(first)
+        if rate > 0:  # fresh segments no dearer: one rate for all
+            return sum(t for _, t, _ in rows) / sum(n for n, _, _ in rows), 0.0
+        rate = sum(t for _, t in resumed) / sum(n for n, _ in resumed)
+        first = sum(t - n * rate for n, t in fresh) / len(fresh)
+        return rate, max(0.0, first)
+    return sum(t for _, t, _ in rows) / sum(n for n, _, _ in rows), 0.0
 
 
 def _positive(v: object) -> bool:

@@ -9,9 +9,9 @@ Example::
     >>> from budgets import BootLatency, InstanceType, JobShape, Profile, ReplanView
     >>> gpu = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
     >>> rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), gpu,
-    ...                deadline_s=400.0, billing_minimum_s=0)
-    >>> [r.workers for r in rp.initial().rungs]
-    [9, 3, 1]
+    ...                deadline_s=200.0, billing_minimum_s=0)
+    >>> [r.workers for r in rp.initial().rungs]      # 3 workers are the cheapest on time
+    [3, 3, 1]
     >>> view = ReplanView(now=150.0, elapsed_s=150.0, stage=1, live=9,
     ...                   observed_s_per_step=30.0, observations=9, spent_usd=0.5)
     >>> plan = rp(view)          # 3x slower than the profile: the rest cannot be on time
@@ -38,10 +38,12 @@ class Replanner:
     """Plans the rest of a synchronous-SHA sweep from what it has observed (pure: no clock, no
     I/O; the controller calls it and stores what it returns).
 
-    Each call starts from a fresh copy of ``profile`` and feeds it the observed mean seconds
-    per step, weighted by the number of segments behind it (so the profile's prior counts as
-    ``prior_weight`` segments), then calls :func:`plan_remaining` from the current stage with
-    the live instances.
+    Each call starts from a fresh copy of ``profile`` and feeds it the observed seconds per
+    step (fitted apart from a trial's dearer first segment, see
+    :func:`budgets.fit_segment_times`, whose extra becomes ``first_segment_s``), weighted by
+    the number of segments behind it (so the profile's prior counts as ``prior_weight``
+    segments), then calls :func:`plan_remaining` from the current stage with the live
+    instances and without the current stage's trials already done (``view.stage_done``).
 
     Plans made in the first stage (the initial one included) take the boot latency at its 0.9
     quantile, not its mean: stage 0 needs its whole cluster, which is up only when the
@@ -53,7 +55,8 @@ class Replanner:
 
     Each plan aims ``margin`` of the time left before the deadline: the model's waves end
     with their mean segment, the real ones with their slowest, and a sweep late by a second
-    has not done the job.
+    has not done the job. When no plan keeps the margin, the cheapest plan that ends by the
+    deadline itself is taken before the fastest (dearest) one.
 
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
     :func:`plan_remaining`.
@@ -81,16 +84,32 @@ class Replanner:
             profile.observe(steps=1, seconds=view.observed_s_per_step,
                             gpus=self.kwargs.get("gpus_per_trial", 1),
                             weight=max(1, view.observations))
+        if view.observed_first_s is not None and view.observed_first_s > 0:
+            # Seen: a trial's first segment costs this much more than its steps (on the GPUs
+            # it ran on; the extra is not assumed to shrink with more of them).
+            profile.first_segment_s = float(view.observed_first_s)
         stage = min(view.stage, len(self.shape.rungs()) - 1)
-        return self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live)
+        return self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live,
+                          done=max(0, view.stage_done) if stage == view.stage else 0)
 
-    def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int) -> Plan:
+    def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int,
+              done: int = 0) -> Plan:
         kwargs = dict(self.kwargs)
         if stage == 0 and kwargs.get("boot_s") is None:
             kwargs["boot_s"] = profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE)
         deadline = self.deadline_s
+        aimed = deadline
         if deadline is not None:
-            deadline -= self.margin * max(0.0, deadline - elapsed_s)
-        return plan_remaining(self.shape, profile, self.instance, deadline,
-                              from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
+            aimed = deadline - self.margin * max(0.0, deadline - elapsed_s)
+        plan = plan_remaining(self.shape, profile, self.instance, aimed, from_stage=stage,
+                              elapsed_s=elapsed_s, live_workers=live, done_in_stage=done,
                               **kwargs)
+        if not plan.feasible and aimed != deadline:
+            # The margin cannot be kept: the cheapest plan that still ends by the deadline
+            # itself, rather than the fastest (and dearest) one.
+            exact = plan_remaining(self.shape, profile, self.instance, deadline,
+                                   from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
+                                   done_in_stage=done, **kwargs)
+            if exact.feasible:
+                return exact
+        return plan

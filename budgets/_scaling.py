@@ -31,9 +31,11 @@ class ReplanView:
     elapsed_s: float                     # seconds since the sweep started
     stage: int                           # highest rung index a segment has been started for
     live: int                            # instances launched and not terminated
-    observed_s_per_step: float | None    # mean over finished segments (setup included)
-    observations: int                    # how many segments that mean is over
+    observed_s_per_step: float | None    # fitted over finished segments (fit_segment_times)
+    observations: int                    # how many segments that fit is over
     spent_usd: float
+    observed_first_s: float | None = None  # fitted extra seconds of a trial's first segment
+    stage_done: int = 0                  # segments of rung ``stage`` finished (``done``)
 
 
 class ScalingPolicy(Protocol):

@@ -12,8 +12,10 @@ from budgets import (
     Plan,
     Profile,
     Replanner,
+    ReplanView,
     RungPlan,
     ScaleView,
+    fit_segment_times,
     plan_remaining,
 )
 from tests.test_simulate import SHA, Synth
@@ -126,3 +128,108 @@ def test_follow_plan_launches_for_a_larger_stage_before_it_starts():
     assert len(launches) >= 3
     assert launches[1] < stage1 and launches[2] < stage1
     assert launches[2] <= stage1 - 50                          # ready (nearly) as it starts
+
+
+# -- (a) progress within the current stage ----------------------------------------------------
+
+def test_plan_remaining_does_not_replan_trials_the_stage_has_done():
+    # Stage 0: 9 trials x 1 step x 10 s; 6 are done, so 3 are left: one 10 s wave on 3 live.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(100))
+    kw = dict(from_stage=0, elapsed_s=50.0, live_workers=3, billing_minimum_s=0)
+    fresh = plan_remaining(shape, profile, GPU, None, **kw)
+    done = plan_remaining(shape, profile, GPU, None, done_in_stage=6, **kw)
+    assert done.rungs[0].trials == 3 and fresh.rungs[0].trials == 9
+    assert done.predicted_cost_usd < fresh.predicted_cost_usd
+    # All done (stragglers still running): one trial's worth is kept for the stage.
+    assert plan_remaining(shape, profile, GPU, None, done_in_stage=9, **kw).rungs[0].trials == 1
+
+
+def test_replanner_passes_the_stage_progress_on():
+    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), GPU,
+                   deadline_s=None, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=3, observed_s_per_step=10.0,
+                      observations=6, spent_usd=0.0, stage_done=6)
+    plan = rp(view)
+    assert plan.inputs["done_in_stage"] == 6 and plan.rungs[0].trials == 3
+
+
+# -- (b) a trial's first segment is dearer than its steps --------------------------------------
+
+def test_fit_segment_times_separates_the_first_segment_cost():
+    # 10 s a step; a trial's first segment pays 10 s more.
+    segs = [(1, 20.0, True)] * 9 + [(2, 20.0, False)] * 3 + [(6, 60.0, False)]
+    rate, first = fit_segment_times(segs, min_resumed=2)
+    assert rate == pytest.approx(10.0) and first == pytest.approx(10.0)
+    # Too few resumed segments to trust (the quickest of a wave end first): all as steps.
+    assert fit_segment_times(segs[:11], min_resumed=3) == (220.0 / 13, 0.0)
+    # Only fresh segments: the two cannot be told apart; all is counted as steps.
+    assert fit_segment_times([(1, 20.0, True), (1, 22.0, True)]) == (21.0, 0.0)
+    # Resumed segments dearer per step than fresh ones: no negative first-segment cost.
+    rate, first = fit_segment_times([(1, 5.0, True), (2, 20.0, False)], min_resumed=1)
+    assert first == 0.0 and rate > 0
+    assert fit_segment_times([]) is None
+
+
+def test_profile_charges_the_first_segment_cost_to_fresh_segments_only():
+    p = Profile(10.0, first_segment_s=7.0, restore_s=1.0)
+    assert p.segment_seconds(2, restore=False) == 27.0
+    assert p.segment_seconds(2, restore=True) == 21.0
+    with pytest.raises(ValueError, match="first_segment_s"):
+        Profile(10.0, first_segment_s=-1.0)
+
+
+def test_replanner_applies_the_fitted_rate_to_later_stages():
+    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), GPU,
+                   deadline_s=None, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1, observed_s_per_step=10.0,
+                      observations=12, spent_usd=0.0, observed_first_s=10.0)
+    plan = rp(view)
+    assert plan.inputs["s_per_step"] == pytest.approx(10.0)
+    # Stage 1 (resumed: 3 trials x 2 steps) and stage 2 (1 x 6): no first-segment cost.
+    assert [(r.start_s, r.end_s) for r in plan.rungs] == [(300.0, 360.0), (360.0, 420.0)]
+
+
+def test_sweep_with_a_dear_first_epoch_learns_the_later_rate():
+    # Synth's steps take 10 s; the replanner sees fresh and resumed segments alike.
+    result = _sweep(True, deadline=1500.0)
+    assert result.outcome.reason == "done"
+    last = result.store.plans()[-1]["inputs"]["s_per_step"]
+    assert last == pytest.approx(10.0, rel=0.3)
+
+
+# -- (c) the cheapest feasible plan, not the fastest --------------------------------------------
+
+def test_plan_remaining_is_the_cheapest_feasible_of_all_worker_choices():
+    import itertools
+
+    from budgets._planner import _evaluate, _job
+
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30))
+    for live, left in ((2, 200.0), (3, 120.0), (9, 400.0), (1, 1000.0)):
+        p = plan_remaining(shape, profile, GPU, 100.0 + left, from_stage=1, elapsed_s=100.0,
+                           live_workers=live, billing_minimum_s=60)
+        full = _job(shape, profile, GPU, 1, None, 0.0, None, 60, None)
+        job = type(full)(**{**full.__dict__, "sizes": full.sizes[1:], "steps": full.steps[1:],
+                            "segment": full.segment[1:], "_durations": {}})
+        costs = [cost for ws in itertools.product(range(1, 10), repeat=2)
+                 for wall, cost, _ in [_evaluate(job, [(w, 1) for w in ws], live)]
+                 if wall <= left]
+        assert p.feasible
+        assert p.predicted_cost_usd == pytest.approx(min(costs) / 1000.0)
+
+
+def test_replanner_keeps_the_deadline_when_the_margin_cannot_be_kept():
+    # 100 s left (deadline 200 s), 2 live workers: they run stage 1 (3 trials x 20 s) in two
+    # waves, then stage 2 (60 s): 100 s, 140 instance-seconds, just in time. A third worker
+    # (16 s boot) makes it 96 s but dearer (168). Neither keeps the 5 % margin (95 s); the
+    # plan is then the cheapest that ends by the deadline, not the fastest.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(16))
+    kw = dict(from_stage=1, elapsed_s=100.0, live_workers=2, billing_minimum_s=0)
+    fastest = plan_remaining(shape, profile, GPU, 195.0, **kw)
+    assert not fastest.feasible and [r.workers for r in fastest.rungs] == [3, 1]
+    rp = Replanner(shape, profile, GPU, deadline_s=200.0, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=100.0, stage=1, live=2, observed_s_per_step=10.0,
+                      observations=9, spent_usd=0.0)
+    plan = rp(view)
+    assert plan.feasible and [r.workers for r in plan.rungs] == [2, 1]
+    assert plan.predicted_cost_usd == pytest.approx(0.140) and plan.predicted_wall_s == 200.0

@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from budgets import Clock, FollowPlan, Ledger, Plan, ReplanView, ScaleView, ScalingPolicy, billed
+from budgets import (
+    Clock,
+    FollowPlan,
+    Ledger,
+    Plan,
+    ReplanView,
+    ScaleView,
+    ScalingPolicy,
+    billed,
+    fit_segment_times,
+)
 from cloud import CapacityError, Node, Provider, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
@@ -118,6 +128,10 @@ class Controller:
         self._seg_counter: dict[str, int] = {}
         self._step_times: list[float] = []
         self._step_total = 0.0             # sum of _step_times
+        # Finished segments as (steps, seconds, fresh: started the trial from step 0), for
+        # fit_segment_times; and segments finished ("done") per rung index.
+        self._segment_times: list[tuple[int, float, bool]] = []
+        self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
         self._last_spend_write = -math.inf
         self._last_instance_check = -math.inf
@@ -353,6 +367,12 @@ class Controller:
         if event.last_step > seg.start_step and event.status == "done":
             self._step_times.append(duration / (event.last_step - seg.start_step))
             self._step_total += self._step_times[-1]
+            self._segment_times.append((event.last_step - seg.start_step, duration,
+                                        seg.start_step == 0))
+            rungs = getattr(self.scheduler, "rungs", None)
+            if rungs and seg.stop_step in rungs:
+                k = rungs.index(seg.stop_step)
+                self._done_at_rung[k] = self._done_at_rung.get(k, 0) + 1
         inst = self.instances[run.instance_id]
         self.store.add_trial_usage(
             trial.trial_id, duration * seg.gpus,
@@ -426,7 +446,9 @@ class Controller:
         observation), and follow it."""
         assert self.replanner is not None
         seen = len(self._step_times)
-        mean = self._step_total / seen if seen else None
+        new_info = seen > self._replanned[1] or self._stage > self._replanned[0]
+        fit = fit_segment_times(self._segment_times) if new_info else None
+        mean = fit[0] if fit is not None else None
         plan = getattr(self.scaling, "plan", None)
         assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
         drifted = (mean is not None and bool(assumed) and seen > self._replanned[1]
@@ -437,7 +459,9 @@ class Controller:
         live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
         new = self.replanner(ReplanView(
             now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
-            observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now)))
+            observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
+            observed_first_s=fit[1] if fit is not None else None,
+            stage_done=self._done_at_rung.get(self._stage, 0)))
         if new is None:
             return
         if isinstance(self.scaling, FollowPlan):
