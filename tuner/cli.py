@@ -20,6 +20,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Elastic hyperparameter tuning under a time and a cost budget.")
 
 
+def _given(**options: Any) -> dict[str, Any]:
+    """The command-line options the user gave, as overrides of the sweep's top-level keys."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def _emit_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
@@ -39,13 +44,7 @@ def run(
     from tuner._live import LiveView
     from tuner._tune import tune
 
-    overrides: dict[str, Any] = {}
-    if time_budget is not None:
-        overrides["time_budget"] = time_budget
-    if cost_budget is not None:
-        overrides["cost_budget"] = cost_budget
-    if provider is not None:
-        overrides["provider"] = provider
+    overrides = _given(time_budget=time_budget, cost_budget=cost_budget, provider=provider)
     if json_out:
         result = tune(str(sweep), experiment_dir=dir, broker_url=broker, **overrides)
         _emit_json(result.status)
@@ -89,11 +88,7 @@ def plan_command(
     from tuner._config import load_sweep
     from tuner._planning import plan_for
 
-    overrides: dict[str, Any] = {}
-    if time_budget is not None:
-        overrides["time_budget"] = time_budget
-    if cost_budget is not None:
-        overrides["cost_budget"] = cost_budget
+    overrides = _given(time_budget=time_budget, cost_budget=cost_budget)
     result = plan_for(load_sweep(str(sweep), **overrides))
     if json_out:
         _emit_json(result.to_json())
