@@ -302,7 +302,7 @@ class Controller:
         return trial
 
     def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
-        self._stage = max(self._stage, self._rung_index(job.to_step))
+        self._stage = max(self._stage, self.scheduler.stage_of(job.to_step))
         n = self._seg_counter.get(trial.trial_id, 0) + 1
         self._seg_counter[trial.trial_id] = n
         segment = Segment(
@@ -435,10 +435,6 @@ class Controller:
                                     len(self.ledger.running()))
             if self.observer is not None:
                 self.observer(self.snapshot(now))
-
-    def _rung_index(self, step: int) -> int:
-        rungs = getattr(self.scheduler, "rungs", None)
-        return rungs.index(step) if rungs and step in rungs else 0
 
     def _replan(self, now: float) -> None:
         """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds

@@ -84,6 +84,10 @@ class Scheduler(ABC):
     @abstractmethod
     def max_resource(self) -> int: ...
 
+    def stage_of(self, step: int) -> int:
+        """The rung index a job to ``step`` belongs to (0 when the policy has no single ladder)."""
+        return 0
+
 
 @dataclass
 class _Trial:
@@ -113,6 +117,9 @@ class _RungScheduler(Scheduler):
     @property
     def max_resource(self) -> int:
         return self.rungs[-1]
+
+    def stage_of(self, step: int) -> int:
+        return self.rungs.index(step) if step in self.rungs else 0
 
     def _promotion(self) -> Job | None:
         """The promotion to offer now, without committing it."""
