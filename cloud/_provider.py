@@ -1,8 +1,15 @@
-"""The provider contract: a few verbs over plain :class:`records.Instance` records."""
+"""The provider contract: a few verbs over plain :class:`records.Instance` records.
+
+Cloud SDK errors never leave a provider as SDK exceptions: each provider maps them onto the
+hierarchy below, which the autoscaler handles (capacity and quota: fall back to the next
+instance type or zone, then retry later; throttled: back off with jitter; auth: stop the sweep
+with the message; not found: the instance is already gone).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from records import Instance
@@ -14,6 +21,40 @@ class ProviderError(RuntimeError):
 
 class CapacityError(ProviderError):
     """No capacity for this instance type here now; try another type, zone or later."""
+
+
+class QuotaError(ProviderError):
+    """The account's quota (vCPUs, GPUs, spot instances) does not allow more of this type."""
+
+
+class ThrottledError(ProviderError):
+    """The cloud asked us to slow down; retry after a jittered backoff."""
+
+
+class AuthError(ProviderError):
+    """Credentials are missing, expired or lack a permission; retrying will not help."""
+
+
+class NotFoundError(ProviderError):
+    """The instance (or zone, image, bucket) does not exist."""
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What a fresh VM needs to become an ``elastune worker`` of one experiment.
+
+    The broker password is *not* here: the VM reads it from the cloud's secret store
+    (``secret_name``: an SSM SecureString parameter on AWS, a Secret Manager secret on GCP),
+    so it never appears in user data, metadata, logs or the experiment store.
+    """
+
+    broker_url: str                 # rediss://host:port/0, without the password
+    secret_name: str                # where the broker password lives in the cloud's secret store
+    storage_uri: str                # s3://bucket/prefix or gs://bucket/prefix: code + checkpoints
+    install: str = "elastune"       # what pip installs on the VM (a requirement or a wheel URL)
+    slots: int = 1                  # GPU slots per worker (the instance type's GPU count)
+    preload: tuple[str, ...] = ()   # modules the worker imports before taking work
+    env: Mapping[str, str] = field(default_factory=dict)  # extra non-secret environment
 
 
 class Provider(Protocol):

@@ -28,3 +28,7 @@ class Instance(BaseModel):
     terminated_at: float | None = None
     queue: str
     tags: dict[str, str] = {}
+    zone: str = ""
+    # The cloud took it back (spot/preemptible): its segments are re-queued from their last
+    # checkpoint and the loss counts against no trial's failure budget.
+    preempted: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote, urlsplit
 
 import redis
@@ -41,6 +41,10 @@ class BrokerAddress:
         db = int(parts.path.strip("/") or 0)
         host = parts.hostname or "localhost"
         return cls(parts.scheme, host, parts.port or 6379, None, password, db)
+
+    def with_password(self, password: str) -> BrokerAddress:
+        """The same address with this password (read from a secret store on a VM)."""
+        return replace(self, password=password)
 
     def _auth(self) -> str:
         return f":{quote(self.password, safe='')}@" if self.password else ""

@@ -15,6 +15,8 @@ from celery import signals
 from worker._app import make_app
 from worker._broker import BrokerAddress
 from worker._lifetime import die_with_parent
+from worker._metadata import instance_name
+from worker._secrets import read_secret
 from worker._slots import SlotPool
 from worker._task import set_client
 
@@ -30,6 +32,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--name", default=None, help="worker name (default: host-pid)")
     p.add_argument("--preload", action="append", default=[],
                    help="module to import before taking work (the trainable's module)")
+    p.add_argument("--password-secret", default=None, metavar="URI",
+                   help="read the broker password from a secret store: env:VAR, file:PATH, "
+                        "ssm:/NAME?region=R or gcpsm:projects/P/secrets/S/versions/V")
+    p.add_argument("--name-from-metadata", choices=["aws", "gcp"], default=None,
+                   help="take the worker name (and queue) from the VM's instance metadata")
     p.add_argument("--loglevel", default="WARNING")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="exit when this process (the controller that started us) exits")
@@ -45,10 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
+    if args.name_from_metadata and not args.name:
+        args.name = instance_name(args.name_from_metadata)
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     queue = args.queue or name
     os.environ["ELASTUNE_WORKER_NAME"] = name
     address = BrokerAddress.parse(args.broker)
+    if args.password_secret:
+        address = address.with_password(read_secret(args.password_secret))
     for module in args.preload:
         importlib.import_module(module)
     app = make_app(address)
