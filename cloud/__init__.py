@@ -1,21 +1,38 @@
 """Providers that rent (or stand in for) machines, behind one small interface."""
 
 from cloud._autoscaler import Node, Scaling, reconcile
+from cloud._bootstrap import secret_uri, startup_script
 from cloud._local import DEFAULT_PRICE_PER_HOUR, LocalProvider
-from cloud._provider import CapacityError, Provider, ProviderError
+from cloud._provider import (
+    AuthError,
+    Bootstrap,
+    CapacityError,
+    NotFoundError,
+    Provider,
+    ProviderError,
+    QuotaError,
+    ThrottledError,
+)
 from cloud._sim import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
 
 __all__ = [
     "DEFAULT_PRICE_PER_HOUR",
     "DEFAULT_TYPE",
+    "AuthError",
+    "Bootstrap",
     "CapacityError",
     "LocalProvider",
     "Node",
+    "NotFoundError",
     "Provider",
     "ProviderError",
+    "QuotaError",
     "Scaling",
     "SimInstanceType",
     "SimProvider",
+    "ThrottledError",
     "reconcile",
+    "secret_uri",
+    "startup_script",
     "uniform_boot",
 ]

@@ -146,6 +146,6 @@ class SimProvider:
         at = self._preempt_at.get(iid)
         if inst.state != InstanceState.TERMINATED and at is not None and at <= now:
             inst = inst.model_copy(update={"state": InstanceState.TERMINATED,
-                                           "terminated_at": at})
+                                           "terminated_at": at, "preempted": True})
             self._instances[iid] = inst
         return inst

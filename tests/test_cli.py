@@ -45,10 +45,20 @@ BAD = {
     "bad reduction factor": (GOOD.replace("reduction_factor: 3", "reduction_factor: 1"),
                              "scheduler.reduction_factor"),
     "unknown key": (GOOD + "colour: blue\n", "colour"),
-    "cloud provider not in this version": (
+    "cloud sweep without a reachable broker": (
         GOOD.replace("provider: {type: local, workers: 2}",
-                     "provider: {type: aws, region: us-east-1, instance_types: [g5.xlarge]}"),
-        "provider.type"),
+                     "provider: {type: aws, region: us-east-1, instance_types: [g5.xlarge], "
+                     "storage: 's3://bucket/x'}"),
+        "broker_url"),
+    "cloud key on the local provider": (
+        GOOD.replace("provider: {type: local, workers: 2}",
+                     "provider: {type: local, workers: 2, storage: 's3://bucket/x'}"),
+        "provider.storage"),
+    "aws storage on gcs": (
+        GOOD.replace("provider: {type: local, workers: 2}",
+                     "provider: {type: aws, instance_types: [g5.xlarge], "
+                     "storage: 'gs://bucket/x'}"),
+        "provider.storage"),
     "budget below one billing minimum": (GOOD.replace("cost: 1.0", "cost: 0.001"),
                                          "budget.cost"),
 }

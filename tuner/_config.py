@@ -163,6 +163,30 @@ class ProviderConfig(_Section):
     instance_types: list[str] | None = Field(None, min_length=1, strict=True)
     machine_types: list[str] | None = Field(None, min_length=1, strict=True)
     spot: bool = Field(False, strict=True)
+    # static: a fixed cluster of ``workers``; plan: follow the budget-aware planner's plan
+    # (re-planned as timings arrive), with ``workers`` as a cap on local machines.
+    # Default: static for local, plan for the clouds.
+    scaling: Literal["static", "plan"] | None = None
+    # Cloud VMs: where checkpoints and the code bundle live (s3://bucket/prefix on aws,
+    # gs://bucket/prefix on gcp), what pip installs on the VM, and the VM's image.
+    storage: str | None = Field(None, pattern=r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,62}(/.*)?$")
+    install: str | None = Field(None, min_length=1, strict=True)
+    image: str | None = Field(None, min_length=1, strict=True)
+    zones: list[str] | None = Field(None, min_length=1, strict=True)
+    # aws only
+    iam_instance_profile: str | None = Field(None, min_length=1, strict=True)
+    security_group_ids: list[str] | None = Field(None, strict=True)
+    subnet_ids: dict[str, str] | None = Field(None, strict=True)
+    key_name: str | None = Field(None, min_length=1, strict=True)
+    # gcp only
+    service_account: str | None = Field(None, min_length=1, strict=True)
+    network: str | None = Field(None, min_length=1, strict=True)
+    # A VM whose worker has not registered this long after launch is replaced.
+    register_timeout_s: float = Field(900.0, gt=0, strict=True, allow_inf_nan=False)
+
+    @property
+    def follows_plan(self) -> bool:
+        return (self.scaling or ("static" if self.type == "local" else "plan")) == "plan"
 
     @model_validator(mode="after")
     def _cloud_keys_match_type(self) -> ProviderConfig:
@@ -175,6 +199,25 @@ class ProviderConfig(_Section):
                 "provider.instance_types",
                 "is for aws; gcp takes machine_types (e.g. [g2-standard-4])",
             )
+        aws_only = ("iam_instance_profile", "security_group_ids", "subnet_ids", "key_name")
+        gcp_only = ("service_account", "network", "project")
+        for name in (aws_only if self.type != "aws" else ()) + (
+                gcp_only if self.type != "gcp" else ()):
+            if getattr(self, name) is not None:
+                raise ConfigError(f"provider.{name}",
+                                  f"does not apply to provider type {self.type!r}")
+        if self.type == "local":
+            for name in ("storage", "install", "image", "zones", "region", "zone", "spot"):
+                if getattr(self, name) not in (None, False):
+                    raise ConfigError(f"provider.{name}",
+                                      "is for aws and gcp; the local provider runs workers "
+                                      "on this machine")
+        elif self.storage is not None and self.storage[:2] != ("s3" if self.type == "aws"
+                                                              else "gs"):
+            raise ConfigError("provider.storage",
+                              f"is {self.storage!r}, but {self.type} keeps checkpoints in "
+                              + ("s3://bucket/prefix" if self.type == "aws"
+                                 else "gs://bucket/prefix"))
         return self
 
 
@@ -466,7 +509,7 @@ class SweepConfig(_Model):
                 "no budget given; give budget.time (a deadline, e.g. 30m), budget.cost "
                 "(a cap in US dollars), or both",
             )
-        if self.gpus_per_trial > self.provider.slots:
+        if self.provider.type == "local" and self.gpus_per_trial > self.provider.slots:
             raise ConfigError(
                 "gpus_per_trial",
                 f"is {self.gpus_per_trial}, but must be gpus_per_trial <= provider.slots "

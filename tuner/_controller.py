@@ -27,7 +27,7 @@ from budgets import (
     billed,
     fit_segment_times,
 )
-from cloud import CapacityError, Node, Provider, reconcile
+from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._executor import Executor
 from tuner._sampling import Sampler
@@ -47,7 +47,7 @@ class RunSpec:
     gpus_per_trial: int
     time_budget_s: float | None
     cost_budget_usd: float | None
-    checkpoint_root: Path
+    checkpoint_root: Path | str      # a folder, or a URI in object storage (s3://, gs://)
     max_failures: int = 0
     instance_type: str = "local"
     spot: bool = False
@@ -57,11 +57,17 @@ class RunSpec:
 class Settings:
     tick_s: float = 0.05             # longest wait for an event before re-checking budgets
     boot_timeout_s: float = 180.0    # a sweep fails if no worker registers in this time
+    # A VM whose worker has not registered this long after launch is terminated and replaced
+    # (a bad image, a failed install, a broker it cannot reach).
+    register_timeout_s: float = math.inf
     stop_grace_s: float = 10.0       # after the deadline, how long stopped segments may take
     reaction_s: float = 15.0         # budget margin: time to stop segments and terminate VMs
     prior_s_per_step: float = 1.0    # step time assumed before any segment was measured
     spend_every_s: float = 1.0       # how often spend is written to the store
     instance_check_s: float = 1.0    # how often the provider is asked which instances live
+    # ``elastune stop DIR`` creates this file; the sweep then stops as on Ctrl-C (segments
+    # get their grace to checkpoint, instances are terminated, results are kept).
+    stop_file: Path | None = None
 
 
 @dataclass
@@ -148,6 +154,7 @@ class Controller:
         self._retry_launch_at = math.inf
         self._launch_backoff_s = 10.0
         self._started_at = 0.0
+        self._last_stop_check = -math.inf
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -158,7 +165,8 @@ class Controller:
         if isinstance(self.scaling, FollowPlan):
             self.store.add_plan(start, self.scaling.plan.to_json())
         try:
-            self._launch(self.spec.workers)
+            if self.spec.workers or self.scaling is None:
+                self._launch(self.spec.workers)   # else the scaling policy launches
             while True:
                 now = self.clock.now()
                 if now >= deadline:
@@ -170,6 +178,9 @@ class Controller:
                     if self.ledger.must_stop(now, self.settings.reaction_s):
                         reason = "budget"
                         break
+                if self._stop_requested(now):
+                    state, reason = "stopped", "requested"
+                    break
                 self._check_boot(now)
                 self._dispatch(now)
                 if (self.scaling or self.replanner) and (
@@ -198,6 +209,12 @@ class Controller:
                        best[0] if best else None, best[1] if best else None,
                        list(self.latencies), message)
 
+    def _stop_requested(self, now: float) -> bool:
+        if self.settings.stop_file is None or now - self._last_stop_check < 0.5:
+            return False
+        self._last_stop_check = now
+        return self.settings.stop_file.exists()
+
     def _launch(self, count: int, required: bool = True) -> None:
         price = self.provider.price_per_hour(self.spec.instance_type, self.spec.spot)
         now = self.clock.now()
@@ -216,8 +233,9 @@ class Controller:
         try:
             launched = self.provider.launch(affordable, self.spec.instance_type, self.spec.spot,
                                             tags={"experiment": self.spec.experiment_id})
-        except CapacityError:
-            # No capacity now: try again later, backing off, while the deadline allows.
+        except (CapacityError, QuotaError, ThrottledError):
+            # No capacity or quota now (the provider has tried its other types and zones), or
+            # the cloud throttles us: try again later, backing off, while the deadline allows.
             self._launch_backlog += affordable
             self._retry_launch_at = now + self._launch_backoff_s
             self._launch_backoff_s = min(self._launch_backoff_s * 2, 300.0)
@@ -231,14 +249,21 @@ class Controller:
             self.store.upsert_instance(inst)
 
     def _check_boot(self, now: float) -> None:
+        stuck = []
         for iid in list(self._booting):
             inst = self.instances[iid]
-            if inst.state != InstanceState.RUNNING:
+            if inst.state == InstanceState.TERMINATED:
                 self._booting.discard(iid)
             elif self.executor.ready(inst):
                 self._booting.discard(iid)
                 self.ready.add(iid)
                 self._has_free.add(iid)
+            elif now - inst.launched_at > self.settings.register_timeout_s:
+                stuck.append(iid)
+        if stuck:
+            # Never registered: pay for no more of it, and ask for a replacement.
+            self._terminate(stuck, now)
+            self._launch(len(stuck), required=False)
         if not self.ready and now - self._started_at > self.settings.boot_timeout_s:
             raise RuntimeError(
                 f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
@@ -310,7 +335,7 @@ class Controller:
             experiment_id=self.spec.experiment_id, trial_id=trial.trial_id,
             trainable=self.spec.trainable, params=trial.params, start_step=trial.step,
             stop_step=job.to_step, gpus=self.spec.gpus_per_trial,
-            checkpoint_dir=str(self.spec.checkpoint_root / trial.trial_id),
+            checkpoint_dir=f"{str(self.spec.checkpoint_root).rstrip('/')}/{trial.trial_id}",
             submitted_at=now)
         self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots)
         self.used_slots[inst.instance_id] += slots
@@ -504,6 +529,9 @@ class Controller:
             if known is None or known.state == InstanceState.TERMINATED:
                 continue
             if inst.state != InstanceState.TERMINATED:
+                if inst.state != known.state:   # pending -> running
+                    self.instances[inst.instance_id] = known.model_copy(
+                        update={"state": inst.state})
                 continue
             lost += 1
             self.instances[inst.instance_id] = inst
@@ -520,7 +548,10 @@ class Controller:
                 # Training resumes from the trial's last checkpoint: what this segment
                 # reported after it is superseded by the re-run.
                 self.store.drop_reports(seg_id)
-                self.store.update_segment(seg_id, state="lost", finished_at=now)
+                # A preempted VM is the cloud's doing, not the trial's: neither counts
+                # against the trial's failure budget; the state says which it was.
+                self.store.update_segment(seg_id, state="preempted" if inst.preempted else "lost",
+                                          finished_at=now)
                 trial = self.trials[run.segment.trial_id]
                 trial.last_report = {s: v for s, v in trial.last_report.items()
                                      if s <= trial.step}

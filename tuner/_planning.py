@@ -21,10 +21,12 @@ from budgets import (
     Plan,
     PriceBook,
     Profile,
+    Replanner,
     Speedup,
     choose_instance,
     plan_accuracy_max,
     plan_cost_min,
+    plan_static,
 )
 from tuner._config import SweepConfig
 from tuner._errors import ConfigError
@@ -135,3 +137,41 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     return replace(plan, inputs={**plan.inputs, "sweep": sweep.name,
                                  "scheduler": sweep.scheduler.type,
                                  "time_budget_s": deadline, "cost_budget_usd": budget})
+
+
+def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
+                  ) -> InstanceType:
+    """The priced instance type ``plan`` rents (the first of the sweep's when it rents none)."""
+    types = instance_types_for(sweep, book)
+    name = plan.timeline[0].instance_type if plan.timeline else types[0].name
+    return next((t for t in types if t.name == name), types[0])
+
+
+def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:
+    local = sweep.provider.type == "local"
+    return dict(gpus_per_trial=gpus_per_trial(sweep), spot=sweep.provider.spot and not local,
+                billing_minimum_s=sweep.provider.billing_minimum_s,
+                max_workers=sweep.provider.workers if local else None)
+
+
+def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None) -> Replanner:
+    """The online re-planner for a sweep about to run ``plan``'s shape on its instance type."""
+    return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),
+                     plan_instance(sweep, plan, book), sweep.time_budget_s,
+                     **_planner_kwargs(sweep))
+
+
+def static_plan_for(sweep: SweepConfig, workers: int, book: PriceBook | None = None) -> Plan:
+    """What the model predicts for a fixed cluster of ``workers`` (stored for planned vs
+    actual when a sweep does not follow a plan)."""
+    if sweep.num_trials is None:
+        raise ValueError("static_plan_for needs the sweep's num_trials")
+    kwargs = _planner_kwargs(sweep)
+    kwargs.pop("max_workers")
+    types = instance_types_for(sweep, book)
+    plan = plan_static(shape_for(sweep, sweep.num_trials), profile_for(sweep), types[0],
+                       workers, deadline_s=sweep.time_budget_s, **kwargs)  # type: ignore[arg-type]
+    return replace(plan, inputs={**plan.inputs, "sweep": sweep.name,
+                                 "scheduler": sweep.scheduler.type,
+                                 "time_budget_s": sweep.time_budget_s,
+                                 "cost_budget_usd": sweep.cost_budget_usd})

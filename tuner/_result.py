@@ -17,7 +17,7 @@ class TuneResult:
     best_params: dict[str, Any] | None
     best_value: float | None
     best_trial_id: str | None
-    best_checkpoint: Path | None
+    best_checkpoint: Path | str | None   # a local path, or a URI in object storage
     trials: pd.DataFrame
     spend_usd: float
     cost_budget_usd: float | None

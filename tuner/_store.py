@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS segments (
     stop_step INTEGER, gpus INTEGER, state TEXT NOT NULL, submitted_at REAL, started_at REAL,
     finished_at REAL, last_step INTEGER, checkpoint_step INTEGER, error TEXT);
 CREATE INDEX IF NOT EXISTS segments_trial ON segments(trial_id);
+CREATE INDEX IF NOT EXISTS segments_instance ON segments(instance_id);
 CREATE TABLE IF NOT EXISTS reports (
     trial_id TEXT NOT NULL, segment_id TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
     metrics TEXT NOT NULL, ts REAL NOT NULL);
@@ -44,7 +45,8 @@ CREATE INDEX IF NOT EXISTS reports_trial ON reports(trial_id, step);
 CREATE TABLE IF NOT EXISTS instances (
     instance_id TEXT PRIMARY KEY, provider TEXT NOT NULL, instance_type TEXT NOT NULL,
     spot INTEGER NOT NULL, slots INTEGER NOT NULL, price_per_hour REAL NOT NULL,
-    state TEXT NOT NULL, launched_at REAL NOT NULL, terminated_at REAL, cost_usd REAL);
+    state TEXT NOT NULL, launched_at REAL NOT NULL, terminated_at REAL, cost_usd REAL,
+    zone TEXT NOT NULL DEFAULT '', preempted INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS spend (
     ts REAL NOT NULL, spent_usd REAL NOT NULL, committed_usd REAL NOT NULL, workers INTEGER);
 CREATE TABLE IF NOT EXISTS plans (ts REAL NOT NULL, plan TEXT NOT NULL);
@@ -143,10 +145,11 @@ class Store:
     def upsert_instance(self, instance: Any, cost_usd: float | None = None) -> None:
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO instances VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO instances VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (instance.instance_id, instance.provider, instance.instance_type,
                  int(instance.spot), instance.slots, instance.price_per_hour,
-                 str(instance.state), instance.launched_at, instance.terminated_at, cost_usd))
+                 str(instance.state), instance.launched_at, instance.terminated_at, cost_usd,
+                 getattr(instance, "zone", ""), int(getattr(instance, "preempted", False))))
 
     def record_spend(self, t: float, spent: float, committed: float, workers: int) -> None:
         with self._db:
@@ -211,3 +214,7 @@ class Store:
 
     def plans(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self._db.execute("SELECT plan FROM plans ORDER BY rowid")]
+
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of one read-only SQL statement (the dashboard aggregates in SQL, not Python)."""
+        return self._db.execute(sql, tuple(args)).fetchall()

@@ -11,24 +11,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from budgets import Ledger, RealClock, billed
-from cloud import LocalProvider
+from budgets import FollowPlan, Ledger, Plan, RealClock, Replanner, billed
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
+from tuner._planning import plan_for, plan_instance, replanner_for, static_plan_for
+from tuner._providers import check_cloud_broker, open_workers
 from tuner._result import TuneResult
 from tuner._sampling import Sampler
 from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
 from tuner.schedulers import make_scheduler
-from worker import BrokerAddress, BrokerURLError, EmbeddedRedis, write_bundle
+from worker import BrokerAddress, BrokerURLError, EmbeddedRedis
+from worker._checkpoints import checkpoint_steps
 
 _UNSET: Any = object()
 DEFAULT_ROOT = "experiments"
-# Local workers stop within a step and terminate in about a second: the budget watchdog acts
-# this long before spend could reach the cost budget.
-LOCAL_REACTION_S = 3.0
+STOP_FILE = "STOP"   # ``elastune stop DIR`` creates it; the running sweep stops cleanly
 
 
 def tune(
@@ -55,58 +55,69 @@ def tune(
     if seed is not _UNSET:
         overrides["seed"] = seed
     sweep = load_sweep(config, **overrides)
-    if sweep.provider.type != "local":
-        raise ConfigError("provider.type", f"{sweep.provider.type!r} is not available in this "
-                          "version of elastune; allowed: 'local'")
     address = _parse_broker(broker_url)
+    check_cloud_broker(sweep, address)
     trainable_spec, code_roots, preload, bundle_fn = _locate_trainable(sweep)
     _check_affordable(sweep)
+    plan = plan_for(sweep)
+    if (sweep.num_trials is None and sweep.sampler != "grid" and plan.feasible
+            and sweep.scheduler.type != "hyperband"):
+        # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
+        # runs its canonical brackets, which the planner does not model.)
+        sweep = sweep.model_copy(update={"num_trials": plan.num_trials})
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
 
     exp_dir.mkdir(parents=True, exist_ok=True)
-    if bundle_fn is not None:
-        (exp_dir / "code").mkdir(exist_ok=True)
-        trainable_spec = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
     store = Store(exp_dir)
     store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
                             sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
     embedded = EmbeddedRedis() if address is None else None
-    provider = None
+    workers = None
     try:
         if embedded is not None:
             address = embedded.start()
         assert address is not None
         clock = RealClock()
-        provider = LocalProvider(
-            address.url, slots=sweep.provider.slots, price_per_hour=sweep.provider.price_per_hour,
-            workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
-            preload=preload, prefix=f"{experiment_id}-w", clock=clock)
-        spec = RunSpec(
-            experiment_id=experiment_id, trainable=trainable_spec, metric=sweep.metric,
-            mode=sweep.mode, workers=sweep.provider.workers, gpus_per_trial=sweep.gpus_per_trial,
-            time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
-            checkpoint_root=exp_dir / "checkpoints", max_failures=sweep.max_failures)
+        workers = open_workers(sweep, address, experiment_id, exp_dir, trainable_spec,
+                               code_roots, preload, bundle_fn, plan_instance(sweep, plan).name,
+                               clock)
+        scaling, replanner = _scaling(sweep, plan)
         s = sweep.scheduler
+        scheduler = make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
+                                   sweep.mode, _num_trials(sweep))
+        if scaling is None:
+            # A fixed cluster: store what the planner predicts for it, for planned vs actual.
+            fixed = sweep.model_copy(update={"num_trials": scheduler.total_trials})
+            store.add_plan(clock.now(), static_plan_for(fixed, sweep.provider.workers)
+                           .to_json())
+        spec = RunSpec(
+            experiment_id=experiment_id, trainable=workers.trainable, metric=sweep.metric,
+            mode=sweep.mode, workers=0 if scaling is not None else sweep.provider.workers,
+            gpus_per_trial=sweep.gpus_per_trial,
+            time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
+            checkpoint_root=workers.checkpoint_root, max_failures=sweep.max_failures,
+            instance_type=workers.instance_type, spot=sweep.provider.spot)
         controller = Controller(
-            spec,
-            scheduler=make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                                     sweep.mode, _num_trials(sweep)),
+            spec, scheduler=scheduler,
             sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
             executor=CeleryExecutor(address, experiment_id),
-            provider=provider,
+            provider=workers.provider,
             ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s),
-            store=store, clock=clock, settings=Settings(reaction_s=LOCAL_REACTION_S),
-            observer=observer)
+            store=store, clock=clock,
+            settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
+            observer=observer, scaling=scaling, replanner=replanner)
         outcome = controller.run()
     finally:
-        if embedded is not None:
-            embedded.stop()
+        try:
+            if workers is not None:
+                workers.close()
+        finally:
+            if embedded is not None:
+                embedded.stop()
     status = status_document(store, exp_dir)
     best_ckpt = None
-    if outcome.best_trial_id is not None:
-        folder = exp_dir / "checkpoints" / outcome.best_trial_id
-        ckpts = sorted(folder.glob("step-*.pkl"))
-        best_ckpt = ckpts[-1] if ckpts else None
+    if outcome.best_trial_id is not None and workers is not None:
+        best_ckpt = latest_checkpoint(f"{workers.checkpoint_root}/{outcome.best_trial_id}")
     best = status["best"] or {}
     result = TuneResult(
         experiment_id=experiment_id, experiment_dir=exp_dir, state=status["state"],
@@ -119,6 +130,25 @@ def tune(
         dispatch_latencies_s=outcome.dispatch_latencies_s, status=status)
     store.close()
     return result
+
+
+def latest_checkpoint(location: str) -> Path | str | None:
+    """The newest checkpoint file of a trial: a local path, or a URI in object storage."""
+    steps = checkpoint_steps(location)
+    if not steps:
+        return None
+    name = f"{location.rstrip('/')}/step-{steps[-1]:06d}.pkl"
+    return name if "://" in location else Path(name)
+
+
+def _scaling(sweep: SweepConfig, plan: Plan) -> tuple[FollowPlan | None, Replanner | None]:
+    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster."""
+    if not sweep.provider.follows_plan:
+        return None, None
+    if not plan.feasible:
+        raise ConfigError("budget", f"no plan fits the budgets: {plan.reason}")
+    replanner = replanner_for(sweep, plan)
+    return FollowPlan(replanner.initial()), replanner
 
 
 def _num_trials(sweep: SweepConfig) -> int | None:

@@ -1,4 +1,4 @@
-"""The ``elastune`` command line: run, plan, status, worker.
+"""The ``elastune`` command line: run, plan, status, ls, stop, cloud, worker.
 
 Exit codes: 0 success, 2 bad input (the message names the field), 1 any other failure. With
 ``--json`` stdout holds exactly one JSON object.
@@ -139,6 +139,99 @@ def status(
         _emit_json(doc)
     else:
         _print_summary(doc)
+
+
+@app.command("ls")
+def ls_command(
+    root: Annotated[Path, typer.Argument(help="experiments root (or one experiment)")] = Path(
+        "experiments"),
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """List experiments under ROOT with state, best score and spend."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tuner._cli_experiments import list_experiments
+
+    docs = list_experiments(root)
+    if json_out:
+        _emit_json({"root": str(root.resolve()), "experiments": docs})
+        return
+    table = Table("experiment", "state", "best", "trials", "spend $", "wall s")
+    for d in docs:
+        best = d["best"]["value"] if d["best"] else None
+        table.add_row(d["experiment"], d["state"], "-" if best is None else f"{best:.4g}",
+                      str(d["trials"]["total"]), f"{d['spend_usd']:.4f}",
+                      "-" if d["wall_s"] is None else f"{d['wall_s']:.1f}")
+    Console().print(table)
+
+
+@app.command()
+def stop(dir: Annotated[Path, typer.Argument(help="experiment directory")]) -> None:
+    """Stop a running sweep: segments checkpoint, VMs are terminated, results are kept."""
+    from tuner._cli_experiments import request_stop
+    from tuner._tune import STOP_FILE
+
+    doc = request_stop(dir, STOP_FILE)
+    print(f"asked experiment {doc['experiment']} to stop")
+
+
+cloud_app = typer.Typer(no_args_is_help=True,
+                        help="Find and remove the VMs elastune launched (by their tags).")
+app.add_typer(cloud_app, name="cloud")
+
+
+def _cloud_options(provider: str, region: str | None, zone: str | None,
+                   project: str | None) -> Any:
+    from tuner._cli_cloud import cloud_provider
+
+    return cloud_provider(provider, region, zone, project)
+
+
+@cloud_app.command("ls")
+def cloud_ls(
+    provider: Annotated[str, typer.Option(help="aws | gcp")],
+    region: Annotated[str | None, typer.Option(help="aws region")] = None,
+    zone: Annotated[str | None, typer.Option(help="gcp zone")] = None,
+    project: Annotated[str | None, typer.Option(help="gcp project")] = None,
+    experiment: Annotated[str | None, typer.Option(help="only this experiment")] = None,
+    all_states: Annotated[bool, typer.Option("--all", help="terminated ones too")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """List the instances elastune launched (live ones unless --all)."""
+    from tuner._cli_cloud import instance_row, live
+
+    found = _cloud_options(provider, region, zone, project).list(experiment)
+    rows = [instance_row(i) for i in (found if all_states else live(found))]
+    if json_out:
+        _emit_json({"provider": provider, "instances": rows})
+        return
+    for r in rows:
+        print(f"{r['instance_id']}\t{r['experiment']}\t{r['instance_type']}\t"
+              f"{'spot' if r['spot'] else 'on-demand'}\t{r['zone']}\t{r['state']}")
+    if not rows:
+        print("no instances")
+
+
+@cloud_app.command("cleanup")
+def cloud_cleanup(
+    provider: Annotated[str, typer.Option(help="aws | gcp")],
+    region: Annotated[str | None, typer.Option(help="aws region")] = None,
+    zone: Annotated[str | None, typer.Option(help="gcp zone")] = None,
+    project: Annotated[str | None, typer.Option(help="gcp project")] = None,
+    experiment: Annotated[str | None, typer.Option(help="only this experiment")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Terminate every live instance elastune launched (of one experiment, or all)."""
+    from tuner._cli_cloud import instance_row
+
+    gone = _cloud_options(provider, region, zone, project).cleanup(experiment)
+    rows = [instance_row(i) for i in gone]
+    if json_out:
+        _emit_json({"provider": provider, "terminated": rows})
+        return
+    print(f"terminated {len(rows)} instance(s)"
+          + ("".join(f"\n  {r['instance_id']}" for r in rows)))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -84,6 +84,11 @@ class Scheduler(ABC):
     @abstractmethod
     def max_resource(self) -> int: ...
 
+    @property
+    @abstractmethod
+    def total_trials(self) -> int:
+        """How many trials the policy starts in all (every bracket's, for Hyperband)."""
+
     def stage_of(self, step: int) -> int:
         """The rung index a job to ``step`` belongs to (0 when the policy has no single ladder)."""
         return 0
@@ -117,6 +122,10 @@ class _RungScheduler(Scheduler):
     @property
     def max_resource(self) -> int:
         return self.rungs[-1]
+
+    @property
+    def total_trials(self) -> int:
+        return self.num_trials
 
     def stage_of(self, step: int) -> int:
         return self.rungs.index(step) if step in self.rungs else 0

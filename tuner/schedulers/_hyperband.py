@@ -78,6 +78,10 @@ class Hyperband(Scheduler):
     def max_resource(self) -> int:
         return self.brackets[0].max_resource
 
+    @property
+    def total_trials(self) -> int:
+        return sum(self.bracket_sizes)
+
     def next_job(self, new_trial_id: str) -> Job | None:
         lost_first = sorted(range(len(self.brackets)), key=lambda i: not self.brackets[i]._lost)
         for i in lost_first:

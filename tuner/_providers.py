@@ -1,0 +1,176 @@
+"""From a sweep's ``provider`` block to a running provider: local worker processes, or AWS/GCP
+VMs that bootstrap themselves into workers of this experiment.
+
+For the clouds this also sets up what the VMs need before the first launch and takes it down
+after the last terminate: the broker password in the cloud's secret store (never in user data),
+the object storage that holds checkpoints and the code bundle, and a last sweep for instances
+of this experiment that are still alive (so no paid VM outlives the sweep, whatever ended it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from budgets import RealClock
+from cloud import Bootstrap, LocalProvider, Provider, ProviderError
+from tuner._config import SweepConfig
+from tuner._errors import ConfigError
+from worker import BrokerAddress
+
+# How long, at most, from "stop" to a VM no longer billing: the controller's budget watchdog
+# stops segments and terminates this long before spend could reach the cost budget.
+LOCAL_REACTION_S = 3.0
+CLOUD_REACTION_S = 30.0
+CLOUD_INSTANCE_CHECK_S = 5.0
+
+
+@dataclass
+class Workers:
+    """A provider ready to launch, and what the controller needs to use it."""
+
+    provider: Provider
+    checkpoint_root: str
+    trainable: str
+    instance_type: str
+    settings: dict[str, float]
+    teardown: list[Callable[[], Any]] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Undo the setup (delete the broker secret, terminate leaked VMs); best effort, all
+        steps run even if one fails."""
+        errors = []
+        for step in reversed(self.teardown):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - every step must get its chance
+                errors.append(exc)
+        self.teardown.clear()
+        if errors:
+            raise errors[0]
+
+
+def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> None:
+    """A cloud sweep needs a broker its VMs can reach, with a password; fail before anything
+    is started or written."""
+    if sweep.provider.type == "local":
+        return
+    if address is None:
+        raise ConfigError(
+            "broker_url",
+            f"a {sweep.provider.type} sweep needs a broker its VMs can reach, e.g. "
+            "rediss://:PASSWORD@broker.example.com:6380/0 (the embedded one listens on a "
+            "local socket only)")
+    if not address.password:
+        raise ConfigError("broker_url", "a broker that VMs reach needs a password")
+    if sweep.provider.storage is None:
+        bucket = "s3://my-bucket/elastune" if sweep.provider.type == "aws" else \
+            "gs://my-bucket/elastune"
+        raise ConfigError("provider.storage",
+                          f"a {sweep.provider.type} sweep keeps checkpoints and code in object "
+                          f"storage; set e.g. storage: {bucket}")
+
+
+def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
+                 trainable: str, code_roots: list[str], preload: list[str],
+                 bundle_fn: Callable[..., Any] | None, instance_type: str | None,
+                 clock: RealClock) -> Workers:
+    if sweep.provider.type == "local":
+        return _local(sweep, address, experiment_id, exp_dir, trainable, code_roots, preload,
+                      bundle_fn, clock)
+    return _cloud(sweep, address, experiment_id, trainable, preload, bundle_fn, instance_type,
+                  clock)
+
+
+def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
+           trainable: str, code_roots: list[str], preload: list[str],
+           bundle_fn: Callable[..., Any] | None, clock: RealClock) -> Workers:
+    from worker import write_bundle
+
+    if bundle_fn is not None:
+        (exp_dir / "code").mkdir(exist_ok=True)
+        trainable = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
+    provider = LocalProvider(
+        address.url, slots=sweep.provider.slots, price_per_hour=sweep.provider.price_per_hour,
+        workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
+        preload=preload, prefix=f"{experiment_id}-w", clock=clock)
+    return Workers(provider, str(exp_dir / "checkpoints"), trainable, "local",
+                   {"reaction_s": LOCAL_REACTION_S})
+
+
+def _install_spec() -> str:
+    try:
+        return f"elastune=={metadata.version('elastune')}"
+    except metadata.PackageNotFoundError:
+        return "elastune"
+
+
+def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, trainable: str,
+           preload: list[str], bundle_fn: Callable[..., Any] | None, instance_type: str | None,
+           clock: RealClock) -> Workers:
+    from worker import write_bundle
+
+    p = sweep.provider
+    assert p.storage is not None and address.password
+    storage = f"{p.storage.rstrip('/')}/{experiment_id}"
+    types = list(p.instance_types or []) if p.type == "aws" else list(p.machine_types or [])
+    if instance_type is not None and instance_type not in types:
+        types.insert(0, instance_type)
+    if not types:
+        raise ConfigError(f"provider.{'instance_types' if p.type == 'aws' else 'machine_types'}",
+                          "name at least one instance type")
+    first = instance_type or types[0]
+    secret = (f"/elastune/{experiment_id}/broker" if p.type == "aws"
+              else f"elastune-{experiment_id}-broker")
+    provider: Any
+    region = p.region
+    if p.type == "aws":
+        from cloud import AwsProvider
+
+        region = region or "us-east-1"
+        provider = AwsProvider(region, types, image_id=p.image, zones=p.zones,
+                               iam_instance_profile=p.iam_instance_profile,
+                               security_group_ids=p.security_group_ids or (),
+                               subnet_ids=p.subnet_ids, key_name=p.key_name, clock=clock)
+    else:
+        from cloud import GcpProvider
+
+        if p.project is None:
+            raise ConfigError("provider.project", "a gcp sweep needs the project id")
+        zones = p.zones or ([p.zone] if p.zone else None)
+        if not zones:
+            raise ConfigError("provider.zone", "a gcp sweep needs a zone, e.g. us-central1-a")
+        kwargs: dict[str, Any] = {}
+        if p.image:
+            kwargs["image"] = p.image
+        if p.network:
+            kwargs["network"] = p.network
+        provider = GcpProvider(p.project, zones, types, service_account=p.service_account,
+                               clock=clock, **kwargs)
+        secret = f"projects/{p.project}/secrets/{secret}/versions/latest"
+    workers = Workers(provider, f"{storage}/checkpoints", trainable, first, {
+        "reaction_s": CLOUD_REACTION_S, "instance_check_s": CLOUD_INSTANCE_CHECK_S,
+        "register_timeout_s": p.register_timeout_s,
+        "boot_timeout_s": 2 * p.register_timeout_s})
+    try:
+        provider.ensure_bucket(p.storage.split("/")[2])
+        if bundle_fn is not None:
+            workers.trainable = write_bundle(bundle_fn, f"{storage}/code/trainable.pkl")
+        provider.put_secret(secret, address.password)
+        workers.teardown.append(lambda: provider.delete_secret(secret))
+        # Whatever ended the sweep, no VM of this experiment stays up and billing.
+        workers.teardown.append(lambda: provider.cleanup(experiment_id))
+        provider.bootstrap = Bootstrap(
+            broker_url=replace(address, password=None).url, secret_name=secret,
+            storage_uri=storage, install=p.install or _install_spec(),
+            slots=provider.slots(first), preload=tuple(preload))
+    except ProviderError:
+        with contextlib.suppress(Exception):
+            workers.close()
+        raise
+    return workers
