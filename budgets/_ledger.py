@@ -32,11 +32,17 @@ def billed(price_per_hour: float, seconds: float, minimum_s: float = DEFAULT_MIN
 
 
 class Ledger:
-    def __init__(self, budget_usd: float | None, minimum_s: float = DEFAULT_MINIMUM_S) -> None:
+    def __init__(self, budget_usd: float | None, minimum_s: float = DEFAULT_MINIMUM_S, *,
+                 prior_usd: float = 0.0) -> None:
+        """``prior_usd``: already spent by earlier runs of the same experiment (a resumed
+        sweep); it counts against ``budget_usd`` like any other spend."""
         if budget_usd is not None and not (budget_usd >= 0 and math.isfinite(budget_usd)):
             raise ValueError(f"budget_usd must be a non-negative number, got {budget_usd!r}")
+        if not (prior_usd >= 0 and math.isfinite(prior_usd)):
+            raise ValueError(f"prior_usd must be a non-negative number, got {prior_usd!r}")
         self.budget_usd = budget_usd
         self.minimum_s = minimum_s
+        self.prior_usd = prior_usd
         self._accounts: dict[str, _Account] = {}
 
     # -- instances -------------------------------------------------------------------------
@@ -67,7 +73,7 @@ class Ledger:
     # -- money -----------------------------------------------------------------------------
     def spent(self, t: float) -> float:
         """Billed so far: closed instances in full, running ones as if stopped at ``t``."""
-        return sum(
+        return self.prior_usd + sum(
             billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start, self.minimum_s)
             for a in self._accounts.values()
         )
@@ -83,7 +89,7 @@ class Ledger:
         ``extra`` maps instance ids to a further busy-until time being considered.
         """
         extra = extra or {}
-        total = 0.0
+        total = self.prior_usd
         for iid, a in self._accounts.items():
             end = a.end
             if end is None:

@@ -1,7 +1,9 @@
 """Providers that rent (or stand in for) machines, behind one small interface."""
 
 from cloud._autoscaler import Node, Scaling, reconcile
+from cloud._aws import AwsProvider
 from cloud._bootstrap import secret_uri, startup_script
+from cloud._gcp import GcpProvider
 from cloud._local import DEFAULT_PRICE_PER_HOUR, LocalProvider
 from cloud._provider import (
     AuthError,
@@ -19,8 +21,10 @@ __all__ = [
     "DEFAULT_PRICE_PER_HOUR",
     "DEFAULT_TYPE",
     "AuthError",
+    "AwsProvider",
     "Bootstrap",
     "CapacityError",
+    "GcpProvider",
     "LocalProvider",
     "Node",
     "NotFoundError",

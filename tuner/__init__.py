@@ -4,7 +4,7 @@ from tuner._config import SchedulerConfig, SweepConfig, load_sweep
 from tuner._errors import ConfigError
 from tuner._result import TuneResult
 from tuner._space import choice, grid, loguniform, randint, uniform
-from tuner._tune import tune
+from tuner._tune import resume, tune
 from worker import TrialContext
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "load_sweep",
     "loguniform",
     "randint",
+    "resume",
     "tune",
     "uniform",
 ]

@@ -51,6 +51,8 @@ class RunSpec:
     max_failures: int = 0
     instance_type: str = "local"
     spot: bool = False
+    # A resumed sweep: wall time its earlier runs used (the time budget is for all of them).
+    elapsed_before_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,13 @@ class Controller:
         self._retry_launch_at = math.inf
         self._launch_backoff_s = 10.0
         self._started_at = 0.0
+        self._run_started = 0.0
         self._last_stop_check = -math.inf
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
-        self._started_at = start = self.clock.now()
+        self._run_started = self.clock.now()
+        self._started_at = start = self._run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
         state, reason, message = "finished", "done", None
         self.store.update_experiment(started_at=start, state="running")
@@ -264,10 +268,55 @@ class Controller:
             # Never registered: pay for no more of it, and ask for a replacement.
             self._terminate(stuck, now)
             self._launch(len(stuck), required=False)
-        if not self.ready and now - self._started_at > self.settings.boot_timeout_s:
+        if not self.ready and now - self._run_started > self.settings.boot_timeout_s:
             raise RuntimeError(
                 f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
                 "see the worker logs in the experiment directory")
+
+    # -- resume -----------------------------------------------------------------------------
+    def restore(self) -> int:
+        """Take up the experiment in the store where it stopped (before :meth:`run`).
+
+        Trials come back with their params, steps, values and failures; the scheduler's journal
+        is replayed into the (fresh) scheduler; the sampler is told every trial's params and
+        results; segments that were in flight are marked lost and their jobs offered again
+        (training resumes from each trial's last checkpoint). Returns the number of trials.
+        """
+        from tuner._journal import replay
+
+        now = self.clock.now()
+        rows = self.store.query("SELECT * FROM trials ORDER BY number")
+        for r in rows:
+            trial = _Trial(r["trial_id"], r["number"], json.loads(r["params"]), r["bracket"],
+                           step=r["last_step"], value=r["value"], failures=r["failures"],
+                           state=r["state"])
+            self.trials[trial.trial_id] = trial
+        for r in self.store.query("SELECT trial_id, step, value FROM reports"):
+            trial = self.trials.get(r["trial_id"])
+            if trial is not None and r["value"] is not None and r["step"] <= trial.step:
+                trial.last_report[r["step"]] = r["value"]
+        for r in self.store.query("SELECT segment_id, trial_id, state FROM segments"):
+            n = int(r["segment_id"].rsplit("/s", 1)[1])
+            tid = r["trial_id"]
+            self._seg_counter[tid] = max(self._seg_counter.get(tid, 0), n)
+            if r["state"] in ("submitted", "running"):
+                self.store.drop_reports(r["segment_id"])
+                self.store.update_segment(r["segment_id"], state="lost", finished_at=now)
+        replay(self.scheduler, self.store.journal())
+        for trial in self.trials.values():
+            if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
+                # In flight, or stopped at the end of the last run: offered again.
+                self._job_lost(trial.trial_id)
+        self.sampler.restore([(t.trial_id, t.params, self._restored_state(t), t.value,
+                               dict(t.last_report)) for t in self.trials.values()])
+        for trial in self.trials.values():
+            self._set_trial_state(trial, self._restored_state(trial), now)
+        return len(self.trials)
+
+    def _restored_state(self, trial: _Trial) -> str:
+        return {TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
+                TrialStatus.COMPLETED: "completed", TrialStatus.PRUNED: "pruned",
+                TrialStatus.FAILED: "failed"}[self.scheduler.status(trial.trial_id)]
 
     # -- dispatch ---------------------------------------------------------------------------
     def _free_instance(self, slots_needed: int) -> Instance | None:
@@ -301,13 +350,15 @@ class Controller:
                 return
             self._starved = False
             trial = self._trial_for(job, now)
+            self.store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket,
+                                   flag=job.new)
             steps = job.to_step - trial.step
             expected_end = now + steps * self._seconds_per_step() * 1.5
             if not self.ledger.can_commit(inst.instance_id, expected_end, now):
                 if self.running:
                     # Hand the job back: it is offered again once running work has ended
                     # (and step times are better known).
-                    self.scheduler.on_job_lost(trial.trial_id)
+                    self._job_lost(trial.trial_id)
                     self._set_trial_state(trial, "paused", now)
                 else:
                     # Nothing left to wait for: the sweep winds down with what it has.
@@ -410,8 +461,10 @@ class Controller:
             trial.step, trial.value = event.last_step, value
         if event.status == "done":
             self.sampler.report(trial.trial_id, value, seg.stop_step)
+            self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
             self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
         elif event.status == "ended":
+            self.store.journal_add("end", trial.trial_id, trial.step, value)
             self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
         elif event.status == "stopped":
             self._set_trial_state(trial, "stopped", now)
@@ -419,13 +472,18 @@ class Controller:
         elif event.status == "failed":
             trial.failures += 1
             if trial.failures <= self.spec.max_failures:
-                self.scheduler.on_job_lost(trial.trial_id)
+                self._job_lost(trial.trial_id)
             else:
+                self.store.journal_add("end", trial.trial_id, trial.step, value, flag=True)
                 self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=True)
                 self.store.update_trial(trial.trial_id, now, error=event.error)
         else:  # lost: infrastructure, not the trainable; offered again
-            self.scheduler.on_job_lost(trial.trial_id)
+            self._job_lost(trial.trial_id)
         self._sync_state(trial, now)
+
+    def _job_lost(self, trial_id: str) -> None:
+        self.store.journal_add("lost", trial_id)
+        self.scheduler.on_job_lost(trial_id)
 
     def _value_at(self, trial: _Trial, step: int) -> float | None:
         if step in trial.last_report:
@@ -555,7 +613,7 @@ class Controller:
                 trial = self.trials[run.segment.trial_id]
                 trial.last_report = {s: v for s, v in trial.last_report.items()
                                      if s <= trial.step}
-                self.scheduler.on_job_lost(trial.trial_id)
+                self._job_lost(trial.trial_id)
                 self._set_trial_state(trial, "paused", now)
         if lost:
             self._launch(lost, required=False)

@@ -161,15 +161,17 @@ def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None)
                      **_planner_kwargs(sweep))
 
 
-def static_plan_for(sweep: SweepConfig, workers: int, book: PriceBook | None = None) -> Plan:
-    """What the model predicts for a fixed cluster of ``workers`` (stored for planned vs
-    actual when a sweep does not follow a plan)."""
+def static_plan_for(sweep: SweepConfig, workers: int, book: PriceBook | None = None,
+                    instance: InstanceType | None = None) -> Plan:
+    """What the model predicts for a fixed cluster of ``workers`` of ``instance`` (default:
+    the sweep's first priced type), stored for planned vs actual when a sweep does not follow
+    a plan."""
     if sweep.num_trials is None:
         raise ValueError("static_plan_for needs the sweep's num_trials")
     kwargs = _planner_kwargs(sweep)
     kwargs.pop("max_workers")
-    types = instance_types_for(sweep, book)
-    plan = plan_static(shape_for(sweep, sweep.num_trials), profile_for(sweep), types[0],
+    instance = instance or instance_types_for(sweep, book)[0]
+    plan = plan_static(shape_for(sweep, sweep.num_trials), profile_for(sweep), instance,
                        workers, deadline_s=sweep.time_budget_s, **kwargs)  # type: ignore[arg-type]
     return replace(plan, inputs={**plan.inputs, "sweep": sweep.name,
                                  "scheduler": sweep.scheduler.type,

@@ -40,6 +40,14 @@ class Workers:
     instance_type: str
     settings: dict[str, float]
     teardown: list[Callable[[], Any]] = field(default_factory=list)
+    # Terminates what an earlier run of the experiment left (None: nothing can outlive it).
+    cleanup: Callable[[str], Any] | None = None
+
+    def reclaim(self, experiment_id: str) -> None:
+        """Before a resumed run: no instance of an earlier run may keep billing. Local
+        workers die with their controller; cloud VMs of the experiment are terminated."""
+        if self.cleanup is not None:
+            self.cleanup(experiment_id)
 
     def close(self) -> None:
         """Undo the setup (delete the broker secret, terminate leaked VMs); best effort, all
@@ -133,10 +141,13 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
         from cloud import AwsProvider
 
         region = region or "us-east-1"
-        provider = AwsProvider(region, types, image_id=p.image, zones=p.zones,
-                               iam_instance_profile=p.iam_instance_profile,
-                               security_group_ids=p.security_group_ids or (),
-                               subnet_ids=p.subnet_ids, key_name=p.key_name, clock=clock)
+        try:
+            provider = AwsProvider(region, types, image_id=p.image, zones=p.zones,
+                                   iam_instance_profile=p.iam_instance_profile,
+                                   security_group_ids=p.security_group_ids or (),
+                                   subnet_ids=p.subnet_ids, key_name=p.key_name, clock=clock)
+        except ValueError as exc:  # an instance type or region the catalog cannot price
+            raise ConfigError("provider.instance_types", str(exc)) from exc
     else:
         from cloud import GcpProvider
 
@@ -150,23 +161,26 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
             kwargs["image"] = p.image
         if p.network:
             kwargs["network"] = p.network
-        provider = GcpProvider(p.project, zones, types, service_account=p.service_account,
-                               clock=clock, **kwargs)
-        secret = f"projects/{p.project}/secrets/{secret}/versions/latest"
+        try:
+            provider = GcpProvider(p.project, zones, types, service_account=p.service_account,
+                                   clock=clock, **kwargs)
+        except ValueError as exc:
+            raise ConfigError("provider.machine_types", str(exc)) from exc
     workers = Workers(provider, f"{storage}/checkpoints", trainable, first, {
         "reaction_s": CLOUD_REACTION_S, "instance_check_s": CLOUD_INSTANCE_CHECK_S,
         "register_timeout_s": p.register_timeout_s,
-        "boot_timeout_s": 2 * p.register_timeout_s})
+        "boot_timeout_s": 2 * p.register_timeout_s}, cleanup=provider.cleanup)
     try:
         provider.ensure_bucket(p.storage.split("/")[2])
         if bundle_fn is not None:
             workers.trainable = write_bundle(bundle_fn, f"{storage}/code/trainable.pkl")
-        provider.put_secret(secret, address.password)
+        # What the VM reads: the parameter name (aws) or the secret's version path (gcp).
+        secret_ref = provider.put_secret(secret, address.password) or secret
         workers.teardown.append(lambda: provider.delete_secret(secret))
         # Whatever ended the sweep, no VM of this experiment stays up and billing.
         workers.teardown.append(lambda: provider.cleanup(experiment_id))
         provider.bootstrap = Bootstrap(
-            broker_url=replace(address, password=None).url, secret_name=secret,
+            broker_url=replace(address, password=None).url, secret_name=secret_ref,
             storage_uri=storage, install=p.install or _install_spec(),
             slots=provider.slots(first), preload=tuple(preload))
     except ProviderError:

@@ -107,6 +107,20 @@ class Sampler:
         params = {k: _jsonable(v) for k, v in trial.params.items()}
         return {**params, **self._fixed}
 
+    def restore(self, trials: list[tuple[str, dict[str, Any], str, float | None,
+                                         dict[int, float]]]) -> None:
+        """Re-create the study of a resumed sweep: each (trial_id, params, state, value,
+        values by step) is asked again with its params fixed (``enqueue_trial``), given its
+        reports, and told its end if it ended; paused trials stay open, as before."""
+        for trial_id, params, state, value, reports in trials:
+            known = {k: v for k, v in params.items() if k in self._dists}
+            self.study.enqueue_trial(known, skip_if_exists=False)
+            self.ask(trial_id)
+            for step in sorted(reports):
+                self.report(trial_id, reports[step], step)
+            if state in ("completed", "pruned", "failed"):
+                self.tell(trial_id, state, value)
+
     def report(self, trial_id: str, value: float | None, step: int) -> None:
         trial = self._trials.get(trial_id)
         if trial is not None and value is not None and math.isfinite(value):

@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS instances (
 CREATE TABLE IF NOT EXISTS spend (
     ts REAL NOT NULL, spent_usd REAL NOT NULL, committed_usd REAL NOT NULL, workers INTEGER);
 CREATE TABLE IF NOT EXISTS plans (ts REAL NOT NULL, plan TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS journal (
+    kind TEXT NOT NULL, trial_id TEXT NOT NULL, step INTEGER, value REAL, bracket INTEGER,
+    flag INTEGER NOT NULL DEFAULT 0);
 """
 
 
@@ -211,6 +214,18 @@ class Store:
 
     def instances(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._db.execute("SELECT * FROM instances ORDER BY rowid")]
+
+    def journal_add(self, kind: str, trial_id: str, step: int | None = None,
+                    value: float | None = None, bracket: int | None = None,
+                    flag: bool = False) -> None:
+        """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
+        ``lost``), in order: a resumed sweep replays them into a fresh scheduler."""
+        with self._db:
+            self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
+                             (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))
+
+    def journal(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._db.execute("SELECT * FROM journal ORDER BY rowid")]
 
     def plans(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self._db.execute("SELECT plan FROM plans ORDER BY rowid")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import json
 import math
 import os
 import re
@@ -16,6 +17,7 @@ from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
+from tuner._lock import ControllerLock
 from tuner._planning import plan_for, plan_instance, replanner_for, static_plan_for
 from tuner._providers import check_cloud_broker, open_workers
 from tuner._result import TuneResult
@@ -40,6 +42,7 @@ def tune(
     seed: int | None = _UNSET,
     broker_url: str | None = None,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    resume: bool = False,
     **overrides: Any,
 ) -> TuneResult:
     """Run a sweep under a time budget and a cost budget; return the best result found.
@@ -47,6 +50,10 @@ def tune(
     ``config`` is the sweep (a dict, a path to a sweep.yaml, or a ``SweepConfig``); keyword
     arguments override its top-level keys. Bad input raises :class:`ConfigError` naming the
     field, before anything is started or written.
+
+    ``resume=True`` with an ``experiment_dir`` that already holds an experiment takes it up
+    where it stopped (see :func:`resume`); ``config`` then only supplies a callable trainable
+    (the stored sweep is used), and the budgets, if given, replace the stored totals.
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
@@ -54,10 +61,15 @@ def tune(
         overrides["cost_budget"] = cost_budget
     if seed is not _UNSET:
         overrides["seed"] = seed
+    if resume:
+        if experiment_dir is None:
+            raise ConfigError("experiment_dir", "resume=True needs the experiment directory")
+        if (Path(experiment_dir) / STORE_NAME).exists():
+            return _resume(Path(experiment_dir), config, broker_url, observer, overrides)
     sweep = load_sweep(config, **overrides)
     address = _parse_broker(broker_url)
     check_cloud_broker(sweep, address)
-    trainable_spec, code_roots, preload, bundle_fn = _locate_trainable(sweep)
+    located = _locate_trainable(sweep)
     _check_affordable(sweep)
     plan = plan_for(sweep)
     if (sweep.num_trials is None and sweep.sampler != "grid" and plan.feasible
@@ -66,11 +78,125 @@ def tune(
         # runs its canonical brackets, which the planner does not model.)
         sweep = sweep.model_copy(update={"num_trials": plan.num_trials})
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
-
     exp_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(exp_dir)
-    store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
-                            sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
+    with ControllerLock(exp_dir):
+        store = Store(exp_dir)
+        store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
+                                sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
+        return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
+                        observer)
+
+
+def resume(
+    experiment_dir: str | Path,
+    time_budget: float | str | None = _UNSET,
+    cost_budget: float | None = _UNSET,
+    *,
+    config: Any = None,
+    broker_url: str | None = None,
+    observer: Callable[[dict[str, Any]], None] | None = None,
+    **overrides: Any,
+) -> TuneResult:
+    """Take up a stopped, crashed or finished experiment where it stopped.
+
+    The budgets are totals for the experiment (earlier runs' wall time and spend count
+    against them); give larger ones to extend a sweep that used its budgets up, and a larger
+    ``num_trials`` to explore further. Finished trials are kept as they are, the scheduler's
+    rungs and the sampler's history are rebuilt from the store, and trials that were running
+    continue from their last checkpoint. ``config`` supplies a callable trainable when the
+    stored one was a callable and no code bundle of it is stored.
+    """
+    if time_budget is not _UNSET:
+        overrides["time_budget"] = time_budget
+    if cost_budget is not _UNSET:
+        overrides["cost_budget"] = cost_budget
+    folder = Path(experiment_dir)
+    if not (folder / STORE_NAME).exists():
+        raise ConfigError("experiment_dir", f"{folder} holds no experiment ({STORE_NAME} "
+                          "not found)")
+    return _resume(folder, config, broker_url, observer, overrides)
+
+
+def _resume(exp_dir: Path, config: Any, broker_url: str | None,
+            observer: Callable[[dict[str, Any]], None] | None,
+            overrides: dict[str, Any]) -> TuneResult:
+    with ControllerLock(exp_dir):
+        store = Store(exp_dir)
+        try:
+            exp = store.experiment()
+            stored = dict(exp["config"])
+            stored = _stored_trainable(stored, exp_dir, config)
+            sweep = load_sweep(stored, **overrides)
+            prior_usd, elapsed_s = _used_so_far(store, exp)
+            _check_room(sweep, prior_usd, elapsed_s)
+            address = _parse_broker(broker_url)
+            check_cloud_broker(sweep, address)
+            located = _locate_trainable(sweep)
+            plan = plan_for(sweep)
+            store.update_experiment(config=json.dumps(sweep.to_json_dict()),
+                                    time_budget_s=sweep.time_budget_s,
+                                    cost_budget_usd=sweep.cost_budget_usd, state="running",
+                                    finished_at=None)
+        except BaseException:
+            store.close()
+            raise
+        return _execute(sweep, plan, located, exp_dir, exp["id"], store, address, observer,
+                        prior=(prior_usd, elapsed_s))
+
+
+def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dict[str, Any]:
+    """The stored sweep with a trainable that can run: its import path, the code bundle of a
+    callable, or the callable of ``config``."""
+    ref = stored.get("trainable")
+    if isinstance(ref, str) and not ref.startswith("<"):
+        return stored
+    given = config.get("trainable") if isinstance(config, dict) else getattr(
+        config, "trainable", None)
+    if callable(given):
+        return {**stored, "trainable": given}
+    bundle = exp_dir / "code" / "trainable.pkl"
+    if bundle.exists():
+        from worker import load_trainable
+
+        return {**stored, "trainable": load_trainable(f"bundle:{bundle}")}
+    raise ConfigError("config", f"the stored trainable is {ref}; pass the sweep (with its "
+                      "callable trainable) as config=")
+
+
+def _used_so_far(store: Store, exp: dict[str, Any]) -> tuple[float, float]:
+    """(spend, wall seconds) of the experiment's earlier runs, also after a crash (then from
+    the last spend record the controller wrote)."""
+    spent = float(exp["spend_usd"] or 0.0)
+    wall = exp["wall_s"]
+    last = store.query("SELECT ts, spent_usd FROM spend ORDER BY rowid DESC LIMIT 1")
+    if last:
+        spent = max(spent, float(last[0]["spent_usd"]))
+        if wall is None and exp["started_at"] is not None:
+            wall = float(last[0]["ts"]) - float(exp["started_at"])
+    return spent, float(wall or 0.0)
+
+
+def _check_room(sweep: SweepConfig, prior_usd: float, elapsed_s: float) -> None:
+    if sweep.time_budget_s is not None and elapsed_s >= sweep.time_budget_s:
+        raise ConfigError("time_budget", f"the experiment has used {elapsed_s:.0f} s of its "
+                          f"{sweep.time_budget_s:.0f} s; give a larger time budget to resume it")
+    if sweep.cost_budget_usd is not None:
+        minimum = billed(sweep.provider.price_per_hour, 0.0, sweep.provider.billing_minimum_s)
+        if prior_usd + minimum > sweep.cost_budget_usd:
+            raise ConfigError("cost_budget", f"the experiment has spent {prior_usd:.4f} of its "
+                              f"{sweep.cost_budget_usd:g} USD, too little is left for one more "
+                              "worker; give a larger cost budget to resume it")
+
+
+def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
+             experiment_id: str, store: Store, address: BrokerAddress | None,
+             observer: Callable[[dict[str, Any]], None] | None,
+             prior: tuple[float, float] | None = None) -> TuneResult:
+    trainable_spec, code_roots, preload, bundle_fn = located
+    if prior is not None and bundle_fn is not None and (exp_dir / "code" /
+                                                         "trainable.pkl").exists():
+        bundle_fn = None   # a resumed sweep keeps its stored bundle
+        trainable_spec = f"bundle:{exp_dir / 'code' / 'trainable.pkl'}"
     embedded = EmbeddedRedis() if address is None else None
     workers = None
     try:
@@ -88,24 +214,31 @@ def tune(
         if scaling is None:
             # A fixed cluster: store what the planner predicts for it, for planned vs actual.
             fixed = sweep.model_copy(update={"num_trials": scheduler.total_trials})
-            store.add_plan(clock.now(), static_plan_for(fixed, sweep.provider.workers)
-                           .to_json())
+            store.add_plan(clock.now(), static_plan_for(
+                fixed, sweep.provider.workers, instance=plan_instance(sweep, plan)).to_json())
+        prior_usd, elapsed_s = prior or (0.0, 0.0)
         spec = RunSpec(
             experiment_id=experiment_id, trainable=workers.trainable, metric=sweep.metric,
             mode=sweep.mode, workers=0 if scaling is not None else sweep.provider.workers,
             gpus_per_trial=sweep.gpus_per_trial,
             time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
             checkpoint_root=workers.checkpoint_root, max_failures=sweep.max_failures,
-            instance_type=workers.instance_type, spot=sweep.provider.spot)
+            instance_type=workers.instance_type, spot=sweep.provider.spot,
+            elapsed_before_s=elapsed_s)
         controller = Controller(
             spec, scheduler=scheduler,
             sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
             executor=CeleryExecutor(address, experiment_id),
             provider=workers.provider,
-            ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s),
+            ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s,
+                          prior_usd=prior_usd),
             store=store, clock=clock,
             settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
             observer=observer, scaling=scaling, replanner=replanner)
+        if prior is not None:
+            (exp_dir / STOP_FILE).unlink(missing_ok=True)
+            workers.reclaim(experiment_id)
+            controller.restore()
         outcome = controller.run()
     finally:
         try:
@@ -167,9 +300,11 @@ def _parse_broker(broker_url: str | None) -> BrokerAddress | None:
         raise ConfigError("broker_url", str(exc).partition(": ")[2]) from None
 
 
-def _locate_trainable(
-    sweep: SweepConfig,
-) -> tuple[str, list[str], list[str], Callable[..., Any] | None]:
+# (spec for workers, dirs workers need on sys.path, modules to preload, fn to bundle)
+_Located = tuple[str, list[str], list[str], Callable[..., Any] | None]
+
+
+def _locate_trainable(sweep: SweepConfig) -> _Located:
     """(spec for workers, dirs workers need on sys.path, modules to preload, fn to bundle)."""
     roots = [os.getcwd()]
     if sweep.base_dir is not None:

@@ -1,4 +1,4 @@
-"""The ``elastune`` command line: run, plan, status, ls, stop, cloud, worker.
+"""The ``elastune`` command line: run, plan, status, resume, ls, stop, cloud, worker.
 
 Exit codes: 0 success, 2 bad input (the message names the field), 1 any other failure. With
 ``--json`` stdout holds exactly one JSON object.
@@ -141,6 +141,32 @@ def status(
         _print_summary(doc)
 
 
+@app.command("resume")
+def resume_command(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    time_budget: Annotated[str | None, typer.Option(help="new total, e.g. 2h")] = None,
+    cost_budget: Annotated[str | None, typer.Option(help="new total, US dollars")] = None,
+    num_trials: Annotated[int | None, typer.Option(help="new total number of trials")] = None,
+    broker: Annotated[str | None, typer.Option(help="Redis URL (default: embedded)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Take up a stopped, crashed or finished sweep where it stopped (budgets are totals)."""
+    from tuner._live import LiveView
+    from tuner._tune import resume
+
+    overrides = _given(time_budget=time_budget, cost_budget=cost_budget, num_trials=num_trials)
+    if json_out:
+        result = resume(dir, broker_url=broker, **overrides)
+        _emit_json(result.status)
+    else:
+        view = LiveView(f"elastune resume {dir}")
+        with view:
+            result = resume(dir, broker_url=broker, observer=view.update, **overrides)
+        _print_summary(result.status)
+    if result.state == "failed":
+        raise typer.Exit(1)
+
+
 @app.command("ls")
 def ls_command(
     root: Annotated[Path, typer.Argument(help="experiments root (or one experiment)")] = Path(
@@ -242,6 +268,39 @@ def worker(ctx: typer.Context) -> None:
 
     raise typer.Exit(worker_main(list(ctx.args)))
 
+
+
+@app.command()
+def dashboard(
+    path: Annotated[Path, typer.Argument(
+        help="an experiment directory, or a folder of them")] = Path("experiments"),
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8265,
+    token: Annotated[str | None, typer.Option(
+        envvar="ELASTUNE_DASHBOARD_TOKEN",
+        help="required of every request; needed to listen beyond loopback")] = None,
+) -> None:
+    """Serve the dashboard: cost against accuracy, live while sweeps run."""
+    from tuner.dashboard import check_bind, serve
+
+    if not path.is_dir():
+        raise ConfigError("DIR", f"{path} is not a directory (an experiment directory or a "
+                                 "folder of experiments)")
+    check_bind(host, port, token)
+    serve(path, host=host, port=port, token=token)
+
+
+@app.command()
+def report(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="the HTML file to write")] = Path(
+        "report.html"),
+) -> None:
+    """Write one self-contained HTML report of an experiment (opens offline)."""
+    from tuner.dashboard import write_report
+
+    out = write_report(dir, output)
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
 
 def main(argv: list[str] | None = None) -> int:
     try:

@@ -1,43 +1,60 @@
-"""Checkpoint files of one trial: ``step-000009.pkl`` in the trial's folder, written atomically."""
+"""Checkpoint files of one trial: ``step-000009.pkl`` in the trial's location, written atomically.
+
+The location is a local folder or a storage URI (``s3://bucket/prefix/trial``,
+``gs://...``, ``file:///...``); every write goes through :func:`worker._storage.open_store`,
+whose stores make a new object visible all at once. The newest two checkpoints are kept.
+"""
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
 from pathlib import Path
 from typing import Any
 
+from worker._storage import ObjectStore, open_store
+
 _NAME = re.compile(r"^step-(\d+)\.pkl$")
 KEEP = 2
 
 
-def checkpoint_steps(folder: str | Path) -> list[int]:
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _NAME.match(p.name)))
+def is_uri(location: str | Path) -> bool:
+    """Whether ``location`` names object storage (``scheme://...``) rather than a folder."""
+    return not isinstance(location, Path) and "://" in location
 
 
-def save_checkpoint(folder: str | Path, step: int, state: Any) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"step-{step:06d}.pkl"
-    tmp = folder / f".step-{step:06d}.pkl.tmp{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, final)
-    for old in checkpoint_steps(folder)[:-KEEP]:
-        (folder / f"step-{old:06d}.pkl").unlink(missing_ok=True)
-    return final
+def _name(step: int) -> str:
+    return f"step-{step:06d}.pkl"
 
 
-def load_checkpoint(folder: str | Path, at_most: int) -> tuple[int, Any] | None:
+def _steps(store: ObjectStore) -> list[int]:
+    return sorted(int(m.group(1)) for key in store.list()
+                  if (m := _NAME.match(key)))
+
+
+def checkpoint_steps(location: str | Path) -> list[int]:
+    """The steps that have a checkpoint at ``location``, ascending."""
+    return _steps(open_store(location))
+
+
+def save_checkpoint(location: str | Path, step: int, state: Any) -> Path | str:
+    """Save ``state`` as the checkpoint of ``step`` and drop all but the newest two; returns
+    the file's path (a folder) or URI (object storage)."""
+    store = open_store(location)
+    name = _name(step)
+    store.put(name, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    for old in _steps(store)[:-KEEP]:
+        store.delete(_name(old))
+    if is_uri(location):
+        return f"{str(location).rstrip('/')}/{name}"
+    return Path(location) / name
+
+
+def load_checkpoint(location: str | Path, at_most: int) -> tuple[int, Any] | None:
     """The newest checkpoint at or before step ``at_most``, as (step, state)."""
-    steps = [s for s in checkpoint_steps(folder) if s <= at_most]
-    if not steps:
-        return None
-    with open(Path(folder) / f"step-{steps[-1]:06d}.pkl", "rb") as fh:
-        return steps[-1], pickle.load(fh)
+    store = open_store(location)
+    for step in reversed([s for s in _steps(store) if s <= at_most]):
+        data = store.get(_name(step))
+        if data is not None:   # None: another writer dropped it since the listing
+            return step, pickle.loads(data)
+    return None

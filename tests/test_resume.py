@@ -1,0 +1,183 @@
+"""Resume: a stopped or killed sweep is taken up where it stopped, nothing finished is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from budgets import Ledger
+from tuner import ConfigError, resume, tune, uniform
+from tuner._journal import RestoreError, replay
+from tuner._store import Store
+from tuner.schedulers import ASHA, Hyperband, SuccessiveHalving
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _drive(scheduler, store, values, stop_after):
+    """Run a scheduler with the controller's journaling for ``stop_after`` calls."""
+    n, calls, running = 0, 0, []
+    while calls < stop_after:
+        job = scheduler.next_job(f"t{n + 1:04d}")
+        if job is not None:
+            if job.new:
+                n += 1
+            store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket,
+                              flag=job.new)
+            running.append(job)
+        elif not running:
+            break
+        if running and (job is None or len(running) >= 3):
+            done = running.pop(0)
+            v = values(done.trial_id, done.to_step)
+            store.journal_add("rung", done.trial_id, done.to_step, v)
+            scheduler.on_rung(done.trial_id, done.to_step, v)
+        calls += 1
+    return running
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ASHA(1, 27, 3, "max", 40),
+    lambda: SuccessiveHalving(1, 27, 3, "max", 27),
+    lambda: Hyperband(1, 27, 3, "max"),
+])
+def test_the_journal_rebuilds_every_scheduler(tmp_path, make):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+
+    def values(tid, step):
+        return (int(tid[1:]) * 7919 % 101) / 100 + step / 1000
+
+    original = make()
+    running = _drive(original, store, values, 60)
+    rebuilt = make()
+    assert replay(rebuilt, store.journal()) == len(store.journal())
+    ids = {e["trial_id"] for e in store.journal()}
+    assert {t: rebuilt.status(t) for t in ids} == {t: original.status(t) for t in ids}
+    for job in running:                       # in flight at the "crash": offered again
+        original.on_job_lost(job.trial_id)
+        rebuilt.on_job_lost(job.trial_id)
+    for k in range(5):                        # and both go on making the same decisions
+        a, b = original.next_job(f"n{k}"), rebuilt.next_job(f"n{k}")
+        assert a == b
+
+
+def test_a_journal_from_another_scheduler_is_refused(tmp_path):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+    _drive(ASHA(1, 9, 3, "max", 9), store, lambda t, s: 0.5, 20)
+    with pytest.raises(RestoreError, match="journal entry"):
+        replay(ASHA(2, 18, 3, "max", 9), store.journal())
+
+
+def test_the_ledger_counts_earlier_spend():
+    ledger = Ledger(1.0, 60.0, prior_usd=0.9)
+    assert ledger.spent(0.0) == pytest.approx(0.9)
+    assert not ledger.can_launch(7.2, 0.0)          # 60 s at 7.2 $/h = 0.12 > 0.1 left
+    assert ledger.can_launch(3.6, 0.0)              # 0.06 fits
+
+
+def _sweep(**over):
+    base = {
+        "name": "r", "trainable": "tests.trainables:quadratic", "metric": "score",
+        "mode": "max", "space": {"x": uniform(0.0, 1.0), "sleep": 0.05},
+        "scheduler": {"type": "asha", "min_resource": 1, "max_resource": 9,
+                      "reduction_factor": 3},
+        "num_trials": 9, "seed": 5, "provider": {"type": "local", "workers": 2},
+    }
+    base.update(over)
+    return base
+
+
+@pytest.mark.slow
+def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
+    exp = tmp_path / "exp"
+    first = tune(_sweep(), time_budget="2m", cost_budget=1.0, experiment_dir=exp)
+    assert first.state == "finished"
+    before = first.trials.set_index("trial_id")
+    done = before[before["state"] == "completed"]
+    more = resume(exp, time_budget="4m", cost_budget=2.0, num_trials=18)
+    assert more.state == "finished" and more.trials.shape[0] == 18
+    after = more.trials.set_index("trial_id")
+    for tid, row in done.iterrows():           # nothing finished is lost or re-run
+        assert after.loc[tid, "state"] == "completed"
+        assert after.loc[tid, "value"] == row["value"]
+        assert after.loc[tid, "params.x"] == row["params.x"]
+    assert more.spend_usd > first.spend_usd     # spend is a running total
+    assert more.wall_s > first.wall_s
+    store = Store(exp, readonly=True)
+    for tid in done.index:                      # no step of a finished trial ran twice
+        steps = [r["step"] for r in store.reports(tid)]
+        assert steps == sorted(set(steps))
+    with pytest.raises(ConfigError, match="time_budget"):
+        resume(exp, time_budget=1.0)
+
+
+@pytest.mark.slow
+def test_a_killed_controller_is_resumed_without_losing_finished_results(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("""\
+name: kill-me
+trainable: tests.trainables:quadratic
+metric: score
+mode: max
+space: {x: {uniform: [0.0, 1.0]}, sleep: 0.15}
+scheduler: {type: asha, min_resource: 1, max_resource: 9, reduction_factor: 3}
+num_trials: 12
+seed: 2
+budget: {time: 5m, cost: 1.0}
+provider: {type: local, workers: 2}
+""")
+    exp = tmp_path / "exp"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--json",
+                             "--dir", str(exp)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    finished_before: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        if (exp / "experiment.db").exists():
+            store = Store(exp, readonly=True)
+            rows = store.query("SELECT trial_id, value FROM trials WHERE state IN "
+                               "('completed', 'pruned', 'paused')")
+            store.close()
+            if len(rows) >= 4:
+                break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = Store(exp, readonly=True)
+    reports_before = {(r["trial_id"], r["step"]): r["value"] for r in store.query(
+        "SELECT r.trial_id, r.step, r.value FROM reports r JOIN segments s "
+        "ON r.segment_id = s.segment_id WHERE s.state = 'done'")}
+    finished_before = {r["trial_id"]: r["value"] for r in store.query(
+        "SELECT trial_id, value FROM trials WHERE state = 'completed'")}
+    store.close()
+    assert reports_before, "nothing had finished before the kill"
+    out = subprocess.run([sys.executable, "-m", "tuner.cli", "resume", str(exp), "--json"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["state"] == "finished" and doc["trials"]["total"] == 12
+    store = Store(exp, readonly=True)
+    after = {(r["trial_id"], r["step"]): r["value"] for r in store.query(
+        "SELECT trial_id, step, value FROM reports")}
+    for key, value in reports_before.items():   # every finished report is still there
+        assert after[key] == value
+    states = {r["trial_id"]: (r["state"], r["value"]) for r in store.query(
+        "SELECT trial_id, state, value FROM trials")}
+    for tid, value in finished_before.items():
+        assert states[tid] == ("completed", value)
+    assert set(s for s, _ in states.values()) <= {"completed", "pruned"}
+
+
+def test_resume_refuses_a_dir_without_an_experiment(tmp_path):
+    with pytest.raises(ConfigError, match="experiment_dir"):
+        resume(tmp_path)
