@@ -223,6 +223,7 @@ class AwsProvider:
         region: e.g. ``"us-east-1"``; prices come from the price book's rows for this region.
         instance_types: the types this sweep may use, in order of preference; a launch that
             finds no capacity or quota for the asked type falls back to the types after it.
+            Empty for a provider that only lists and terminates (``elastune cloud``).
         bootstrap: what a fresh VM needs to become a worker (set it, or the attribute
             ``bootstrap``, before the first launch; without it the VMs start bare).
         image_id: the AMI; by default the latest AWS Deep Learning Base GPU AMI, read from the
@@ -279,8 +280,6 @@ class AwsProvider:
             raise ValueError("AwsProvider needs a region, e.g. 'us-east-1'")
         if isinstance(instance_types, str):
             instance_types = [instance_types]
-        if not instance_types:
-            raise ValueError("AwsProvider needs at least one instance type, e.g. 'g5.xlarge'")
         if max_attempts < 1:
             raise ValueError(f"max_attempts is {max_attempts}; it must be >= 1")
         if retry_mode not in ("standard", "adaptive"):

@@ -2,7 +2,8 @@
 
 It installs the project into a virtual environment and starts one ``elastune worker`` named
 after the VM (its instance id or name, read from the metadata service), against the
-controller's broker. The script carries no secret: the worker reads the broker password from
+controller's broker. When the script ends for any reason the VM shuts itself down.
+The script carries no secret: the worker reads the broker password from
 the cloud's secret store (SSM Parameter Store on AWS, Secret Manager on GCP) with the VM's own
 identity (instance profile / service account). Checkpoints and the code bundle live under
 ``storage_uri``; the controller names them in each segment.
@@ -38,6 +39,10 @@ def startup_script(bootstrap: Bootstrap, cloud: Cloud, region: str | None = None
 # elastune worker bootstrap: install, then run one worker named after this VM.
 set -euo pipefail
 exec >>/var/log/elastune-worker.log 2>&1
+# Whatever ends this script (a failed install, a crash, the worker leaving because its
+# controller is gone), the VM powers off: EC2 then terminates it (launched with
+# InstanceInitiatedShutdownBehavior=terminate), GCE stops it. No idle VM keeps billing.
+trap 'shutdown -h now' EXIT
 export ELASTUNE_BROKER_URL={q(bootstrap.broker_url)}
 export ELASTUNE_STORAGE_URI={q(bootstrap.storage_uri)}
 {env_lines}if [ ! -x /opt/elastune/bin/elastune ]; then
@@ -45,7 +50,7 @@ export ELASTUNE_STORAGE_URI={q(bootstrap.storage_uri)}
   /opt/elastune/bin/pip install --quiet --upgrade pip
   /opt/elastune/bin/pip install --quiet {q(bootstrap.install)}
 fi
-exec /opt/elastune/bin/elastune worker --name-from-metadata {cloud} \\
+/opt/elastune/bin/elastune worker --name-from-metadata {cloud} \\
   --password-secret {q(secret_uri(cloud, bootstrap.secret_name, region))} \\
   --slots {int(bootstrap.slots)}{preload}
 """

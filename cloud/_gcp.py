@@ -32,6 +32,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import os
 import re
 import secrets
 import time
@@ -699,6 +700,42 @@ class GcpProvider:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name):
             raise ValueError(f"secret id {name!r} may hold only letters, digits, - and _")
         return f"projects/{self.project}/secrets/{name}"
+
+    def ensure_bucket(self, bucket: str) -> None:
+        """Create the Cloud Storage bucket in this provider's region (uniform bucket-level
+        access, public access prevention enforced) unless it is there already. The storage
+        client honours ``STORAGE_EMULATOR_HOST`` (a local endpoint)."""
+        from google.cloud import storage
+
+        try:
+            credentials = self.credentials
+            if credentials is None and os.environ.get("STORAGE_EMULATOR_HOST"):
+                from google.auth.credentials import AnonymousCredentials
+
+                credentials = AnonymousCredentials()
+            client = storage.Client(project=self.project, credentials=credentials)
+        except Exception as exc:  # missing credentials
+            raise map_gcp_error(exc, "creating the Cloud Storage client") from exc
+        try:
+            self._call(f"looking up bucket gs://{bucket}", client.get_bucket, bucket)
+            return
+        except NotFoundError:
+            pass
+        except AuthError as exc:
+            raise AuthError(f"bucket gs://{bucket} exists but these credentials cannot use it, "
+                            f"or may not look: {exc}; choose another bucket name") from exc
+        spec = client.bucket(bucket)
+        spec.iam_configuration.uniform_bucket_level_access_enabled = True
+        spec.iam_configuration.public_access_prevention = "enforced"
+        from google.api_core import exceptions as gexc
+
+        def create() -> None:
+            try:
+                client.create_bucket(spec, location=region_of(self.zones[0]))
+            except gexc.Conflict:  # created meanwhile
+                pass
+
+        self._call(f"creating bucket gs://{bucket}", create)
 
     def put_secret(self, name: str, value: str) -> str:
         """Store ``value`` as a new version of Secret Manager secret ``name`` (an id in this

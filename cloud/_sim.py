@@ -4,13 +4,22 @@ lack of capacity, and (spot) may be preempted; billed like the real ones.
 It stands beside the local and cloud providers and has the same verbs, so the controller and
 the ledger run unchanged on it. Boot latency is when the worker registers, not when the cloud
 says "running" (as with the real clouds, where the VM runs long before its worker is up).
+
+Faults for robustness benchmarks, all off by default: capacity outages (every launch in a time
+window fails), VMs whose worker never registers (a bad image, a broker it cannot reach),
+preemption storms (at a moment, each live spot VM is taken back with some probability) and VM
+failures (a VM dies on its own, e.g. its worker exited and the startup script powered it off).
+Their draws come from a random stream of their own, so turning them on leaves the boot,
+capacity and preemption draws of a seed unchanged. ``fault_counts`` says which really struck.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,18 +55,53 @@ class SimProvider:
         capacity_failure_prob: float = 0.0,
         preemptions_per_hour: float = 0.0,
         seed: int = 0,
+        capacity_outages: Sequence[tuple[float, float]] = (),
+        never_register_prob: float = 0.0,
+        storms: Sequence[tuple[float, float]] = (),
+        failures_per_hour: float = 0.0,
     ) -> None:
+        """``capacity_outages``: ``(start, end)`` windows of clock time in which every launch
+        raises :class:`CapacityError`. ``never_register_prob``: each VM's worker never registers
+        with this probability (it runs, and is billed, until terminated). ``storms``:
+        ``(time, fraction)``: at ``time`` each spot VM then live is preempted with probability
+        ``fraction``. ``failures_per_hour``: each VM (spot or not) dies at this rate, not
+        preempted (the controller sees a lost VM)."""
+        problems = []
+        for name, v in (("capacity_failure_prob", capacity_failure_prob),
+                        ("never_register_prob", never_register_prob)):
+            if not (isinstance(v, int | float) and 0.0 <= v <= 1.0):
+                problems.append(f"{name} is {v!r}, but must be in [0, 1]")
+        for name, v in (("preemptions_per_hour", preemptions_per_hour),
+                        ("failures_per_hour", failures_per_hour)):
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                problems.append(f"{name} is {v!r}, but must be a finite number >= 0")
+        if any(not (math.isfinite(a) and math.isfinite(b) and a <= b)
+               for a, b in capacity_outages):
+            problems.append(f"capacity_outages is {capacity_outages!r}, but must be finite "
+                            "(start, end) pairs with start <= end")
+        if any(not (math.isfinite(t) and 0.0 <= f <= 1.0) for t, f in storms):
+            problems.append(f"storms is {storms!r}, but must be (finite time, fraction in "
+                            "[0, 1]) pairs")
+        if problems:
+            raise ValueError("invalid SimProvider: " + "; ".join(problems))
         self._clock = clock
         self._types = {t.name: t for t in types}
         self._boot_s = boot_s or uniform_boot()
         self._capacity_failure_prob = capacity_failure_prob
         self._preempt_rate = preemptions_per_hour / 3600.0
         self._rng = random.Random(seed)
+        self._fault_rng = random.Random(f"sim-provider-faults:{seed}")
+        self._outages = tuple(sorted((float(a), float(b)) for a, b in capacity_outages))
+        self._never_register_prob = never_register_prob
+        self._storms = tuple(sorted((float(t), float(f)) for t, f in storms))
+        self._failure_rate = failures_per_hour / 3600.0
         self._ids = itertools.count(1)
         self._instances: dict[str, Instance] = {}
         self._ready_at: dict[str, float] = {}
-        self._preempt_at: dict[str, float] = {}
+        # When and why an instance will stop on its own: "preempted", "storm" or "failed".
+        self._end_at: dict[str, tuple[float, str]] = {}
         self._changes: list[tuple[float, str]] = []
+        self.fault_counts: Counter[str] = Counter()
 
     def _type(self, instance_type: str) -> SimInstanceType:
         if instance_type not in self._types:
@@ -79,9 +123,13 @@ class SimProvider:
     def launch(self, count: int, instance_type: str = DEFAULT_TYPE.name, spot: bool = False,
                tags: Mapping[str, str] | None = None) -> list[Instance]:
         t = self._type(instance_type)
-        if self._capacity_failure_prob and self._rng.random() < self._capacity_failure_prob:
-            raise CapacityError(f"simulated: no capacity for {instance_type} now")
         now = self._clock.now()
+        if any(a <= now < b for a, b in self._outages):
+            self.fault_counts["capacity_errors"] += 1
+            raise CapacityError(f"simulated: no capacity for {instance_type} now (outage)")
+        if self._capacity_failure_prob and self._rng.random() < self._capacity_failure_prob:
+            self.fault_counts["capacity_errors"] += 1
+            raise CapacityError(f"simulated: no capacity for {instance_type} now")
         out = []
         for _ in range(count):
             iid = f"sim-{next(self._ids)}"
@@ -91,10 +139,23 @@ class SimProvider:
                             tags=dict(tags or {}))
             self._instances[iid] = inst
             self._ready_at[iid] = now + max(0.0, self._boot_s(self._rng))
-            heapq.heappush(self._changes, (self._ready_at[iid], iid))
+            if self._never_register_prob and (
+                    self._fault_rng.random() < self._never_register_prob):
+                self._ready_at[iid] = math.inf
+                self.fault_counts["never_registered"] += 1
+            else:
+                heapq.heappush(self._changes, (self._ready_at[iid], iid))
+            ends = []
             if spot and self._preempt_rate > 0:
-                self._preempt_at[iid] = now + self._rng.expovariate(self._preempt_rate)
-                heapq.heappush(self._changes, (self._preempt_at[iid], iid))
+                ends.append((now + self._rng.expovariate(self._preempt_rate), "preempted"))
+            if spot:
+                ends += [(at, "storm") for at, fraction in self._storms
+                         if at > now and self._fault_rng.random() < fraction]
+            if self._failure_rate > 0:
+                ends.append((now + self._fault_rng.expovariate(self._failure_rate), "failed"))
+            if ends:
+                self._end_at[iid] = min(ends)
+                heapq.heappush(self._changes, (self._end_at[iid][0], iid))
             out.append(inst)
         return out
 
@@ -128,7 +189,8 @@ class SimProvider:
         inst = self._instances[instance_id]
         if inst.terminated_at is not None:
             return inst.terminated_at
-        return self._preempt_at.get(instance_id)
+        end = self._end_at.get(instance_id)
+        return end[0] if end is not None else None
 
     def next_change(self, after: float) -> float | None:
         """The next moment an instance becomes ready or is preempted, after ``after``.
@@ -143,9 +205,12 @@ class SimProvider:
 
     def _refresh(self, iid: str, now: float) -> Instance:
         inst = self._instances[iid]
-        at = self._preempt_at.get(iid)
-        if inst.state != InstanceState.TERMINATED and at is not None and at <= now:
+        end = self._end_at.get(iid)
+        if inst.state != InstanceState.TERMINATED and end is not None and end[0] <= now:
+            at, cause = end
             inst = inst.model_copy(update={"state": InstanceState.TERMINATED,
-                                           "terminated_at": at, "preempted": True})
+                                           "terminated_at": at, "preempted": cause != "failed"})
             self._instances[iid] = inst
+            self.fault_counts[{"preempted": "preemptions", "storm": "storm_preemptions",
+                               "failed": "vm_failures"}[cause]] += 1
         return inst

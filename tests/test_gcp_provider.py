@@ -430,6 +430,20 @@ def test_gcs_store_round_trip(fake, monkeypatch):
         store.put("../escape", b"x")
 
 
+def test_ensure_bucket_creates_a_private_bucket_once(fake, monkeypatch):
+    from google.cloud import storage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake.url)
+    provider = make(fake)
+    provider.ensure_bucket("sweeps")
+    provider.ensure_bucket("sweeps")          # there already: nothing to do
+    assert list(fake.buckets) == ["sweeps"]
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials())
+    assert client.get_bucket("sweeps").name == "sweeps"
+    creates = [r for r in fake.requests if r.method == "POST" and r.path.endswith("/b")]
+    assert len(creates) == 1
+
+
 def test_checkpoints_on_gcs(fake, monkeypatch):
     from google.cloud import storage
 

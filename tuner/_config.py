@@ -183,6 +183,8 @@ class ProviderConfig(_Section):
     network: str | None = Field(None, min_length=1, strict=True)
     # A VM whose worker has not registered this long after launch is replaced.
     register_timeout_s: float = Field(900.0, gt=0, strict=True, allow_inf_nan=False)
+    # A VM whose controller has been gone this long (no heartbeat) powers itself off.
+    orphan_timeout_s: float = Field(300.0, gt=0, strict=True, allow_inf_nan=False)
 
     @property
     def follows_plan(self) -> bool:

@@ -74,8 +74,9 @@ def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> lis
                              provider.price_per_hour)]
     book = book or PriceBook()
     region = provider.region
-    if region is None and provider.type == "gcp" and provider.zone:
-        region = provider.zone.rsplit("-", 1)[0]
+    zone = provider.zone or (provider.zones[0] if provider.zones else None)
+    if region is None and provider.type == "gcp" and zone:
+        region = zone.rsplit("-", 1)[0]
     region = region or DEFAULT_REGION[provider.type]
     named = provider.instance_types if provider.type == "aws" else provider.machine_types
     field = "provider.instance_types" if provider.type == "aws" else "provider.machine_types"
@@ -145,6 +146,12 @@ def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
     types = instance_types_for(sweep, book)
     name = plan.timeline[0].instance_type if plan.timeline else types[0].name
     return next((t for t in types if t.name == name), types[0])
+
+
+def cheapest_hourly(sweep: SweepConfig, book: PriceBook | None = None) -> float:
+    """The lowest $/h one worker of this sweep can cost (spot where the sweep allows it)."""
+    spot = sweep.provider.spot and sweep.provider.type != "local"
+    return min(t.hourly(spot, fallback=True) for t in instance_types_for(sweep, book))
 
 
 def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:

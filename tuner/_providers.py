@@ -19,6 +19,7 @@ from typing import Any
 
 from budgets import RealClock
 from cloud import Bootstrap, LocalProvider, Provider, ProviderError
+from tuner._beacon import ControllerBeacon, controller_key
 from tuner._config import SweepConfig
 from tuner._errors import ConfigError
 from worker import BrokerAddress
@@ -179,10 +180,16 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
         workers.teardown.append(lambda: provider.delete_secret(secret))
         # Whatever ended the sweep, no VM of this experiment stays up and billing.
         workers.teardown.append(lambda: provider.cleanup(experiment_id))
+        # VMs power off when the controller is gone (killed, or its machine lost).
+        beacon = ControllerBeacon(address, controller_key(experiment_id),
+                                  ttl_s=min(60.0, p.orphan_timeout_s)).start()
+        workers.teardown.append(beacon.stop)
         provider.bootstrap = Bootstrap(
             broker_url=replace(address, password=None).url, secret_name=secret_ref,
             storage_uri=storage, install=p.install or _install_spec(),
-            slots=provider.slots(first), preload=tuple(preload))
+            slots=provider.slots(first), preload=tuple(preload),
+            env={"ELASTUNE_CONTROLLER_KEY": beacon.key,
+                 "ELASTUNE_ORPHAN_TIMEOUT_S": f"{p.orphan_timeout_s:g}"})
     except ProviderError:
         with contextlib.suppress(Exception):
             workers.close()

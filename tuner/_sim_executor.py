@@ -5,13 +5,24 @@ sampler, ledger and store run unchanged. Replay rule (see the data sets' README)
 configuration ``c`` from step ``a`` to ``b`` takes ``cost_s(c, a, b)`` seconds, divided by the
 speed-up on its GPUs and scaled by noise; its metric after step ``s`` is ``value(c, s)``; a run
 whose curve ends early (diverged) fails there.
+
+Faults for robustness benchmarks, all off by default, drawn from a random stream of their own
+(so a seed's step noise is the same with or without them): the trainable raises mid-segment
+(an application error: the segment fails), a report carries NaN, and the worker process running
+a segment is killed (out of memory, say), after which, as with Celery's late acks and
+``reject_on_worker_lost``, the segment is delivered again to the same VM and re-runs from its
+start (the trial's last checkpoint) once the worker has restarted. ``delivered_reports`` and
+``finished`` count what :meth:`SimExecutor.poll` handed out, so a benchmark can check that the
+store kept it all; ``fault_counts`` says which faults really struck.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +58,17 @@ class _Sim:
     steps: list[tuple[float, int]] = field(default_factory=list)
     start: float = 0.0
     finished: bool = False
+    begin: float = 0.0                  # when the current attempt was delivered to the worker
+    factor: float = 1.0                 # time factor of this segment (noise, speed-up)
+    lost_at: float | None = None        # the current attempt's worker is killed then
+    nan_steps: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class _WorkerLost:
+    """Internal: the worker process running a segment dies at ``ts``."""
+
+    ts: float
 
 
 class SimExecutor:
@@ -67,7 +89,29 @@ class SimExecutor:
         time_scale: float = 1.0,
         seed: int = 0,
         config_ids: list[str] | None = None,
+        app_error_prob: float = 0.0,
+        nan_prob: float = 0.0,
+        worker_losses_per_hour: float = 0.0,
+        worker_restart_s: Callable[[random.Random], float] | float = 30.0,
     ) -> None:
+        """``app_error_prob``: each run of a segment raises with this probability, during a
+        step drawn uniformly. ``nan_prob``: each report's metric is NaN with this probability.
+        ``worker_losses_per_hour``: the worker process running a segment is killed at this rate
+        (per hour of the segment's run); the segment restarts ``worker_restart_s`` later."""
+        problems = []
+        for name, v in (("app_error_prob", app_error_prob), ("nan_prob", nan_prob)):
+            if not (isinstance(v, int | float) and 0.0 <= v <= 1.0):
+                problems.append(f"{name} is {v!r}, but must be in [0, 1]")
+        if not (isinstance(worker_losses_per_hour, int | float)
+                and math.isfinite(worker_losses_per_hour) and worker_losses_per_hour >= 0):
+            problems.append(f"worker_losses_per_hour is {worker_losses_per_hour!r}, but must "
+                            "be a finite number >= 0")
+        if not callable(worker_restart_s) and not (
+                isinstance(worker_restart_s, int | float) and 0 <= worker_restart_s < math.inf):
+            problems.append(f"worker_restart_s is {worker_restart_s!r}, but must be a finite "
+                            "number >= 0 or a function of a random.Random")
+        if problems:
+            raise ValueError("invalid SimExecutor: " + "; ".join(problems))
         self._clock = clock
         self._provider = provider
         self._curves = curves
@@ -83,31 +127,78 @@ class SimExecutor:
         self._seq = itertools.count()
         self._sims: dict[str, _Sim] = {}
         self._config_ids = config_ids
+        self._app_error_prob = app_error_prob
+        self._nan_prob = nan_prob
+        self._loss_rate = worker_losses_per_hour / 3600.0
+        self._restart_s = worker_restart_s
+        self._fault_rng = random.Random(f"sim-executor-faults:{seed}")
+        self.delivered_reports: Counter[str] = Counter()   # reports handed out, per segment
+        self.finished: dict[str, str] = {}                  # segment id -> status handed out
+        self.fault_counts: Counter[str] = Counter()
 
     # -- the Executor interface -------------------------------------------------------------
     def submit(self, segment: Segment, instance: Instance) -> None:
         now = self._clock.now()
-        sim = _Sim(segment, instance.instance_id, start=now + self._setup_s)
+        sim = _Sim(segment, instance.instance_id, start=now + self._setup_s, begin=now)
         self._sims[segment.segment_id] = sim
-        config = self._config(segment)
         factor = self._time_scale * self._rng.uniform(1 - self._noise, 1 + self._noise)
         factor /= max(self._speedup(max(1, segment.gpus)), 1e-9)
+        sim.factor = factor
+        self._attempt(sim)
+
+    def _attempt(self, sim: _Sim) -> None:
+        """Schedule one run of the segment, delivered to its worker at ``sim.begin``."""
+        segment = sim.segment
+        config = self._config(segment)
         a, b = segment.start_step, segment.stop_step
         last_ok = self._curves.last_step(config)
-        self._push(sim, now, SegmentStarted(segment_id=segment.segment_id,
-                                            trial_id=segment.trial_id, worker=instance.instance_id,
-                                            gpus=list(range(segment.gpus)), ts=now))
+        self._push(sim, sim.begin, SegmentStarted(
+            segment_id=segment.segment_id, trial_id=segment.trial_id, worker=sim.instance_id,
+            gpus=list(range(segment.gpus)), ts=sim.begin))
         t = sim.start
+        sim.steps = []
         for step in range(a + 1, min(b, last_ok) + 1):
-            t = sim.start + self._curves.cost_s(config, a, step) * factor
+            t = sim.start + self._curves.cost_s(config, a, step) * sim.factor
             sim.steps.append((t, step))
-        for end, step in sim.steps:
-            self._push(sim, end, self._report(sim, step, end))
+        status, last, error, end = "done", b, None, t + self._checkpoint_s
         if last_ok < b:  # a diverged run: the trainable raises where its curve ends
-            self._finish(sim, "failed", max(a, last_ok), t,
-                         error=f"the run diverged after step {last_ok}")
+            status, last, end = "failed", max(a, last_ok), t
+            error = f"the run diverged after step {last_ok}"
+        frng = self._fault_rng
+        if self._app_error_prob and sim.steps and frng.random() < self._app_error_prob:
+            i = frng.randrange(len(sim.steps))
+            prev = sim.start if i == 0 else sim.steps[i - 1][0]
+            end = prev + (sim.steps[i][0] - prev) * frng.random()
+            status, last = "failed", sim.steps[i][1] - 1
+            error = f"simulated application error in step {sim.steps[i][1]}"
+            sim.steps = sim.steps[:i]
+        sim.nan_steps = frozenset(
+            step for _, step in sim.steps
+            if self._nan_prob and frng.random() < self._nan_prob)
+        sim.lost_at = None
+        if self._loss_rate > 0:
+            lost_at = sim.begin + frng.expovariate(self._loss_rate)
+            if lost_at < end:
+                sim.lost_at = lost_at
+        for step_end, step in sim.steps:
+            if sim.lost_at is None or step_end < sim.lost_at:
+                self._push(sim, step_end, self._report(sim, step, step_end))
+        if sim.lost_at is not None:
+            self._push(sim, sim.lost_at, _WorkerLost(sim.lost_at))  # type: ignore[arg-type]
         else:
-            self._finish(sim, "done", b, t + self._checkpoint_s, checkpoint_step=b)
+            self._finish(sim, status, last, end,
+                         checkpoint_step=b if status == "done" else None, error=error)
+
+    def _restart(self, sim: _Sim, t: float) -> None:
+        """The worker running ``sim`` died at ``t``: the broker delivers the segment again once
+        the worker is back, and it re-runs from its start (the trial's last checkpoint)."""
+        self.fault_counts["worker_losses"] += 1
+        restart = self._restart_s(self._fault_rng) if callable(self._restart_s) \
+            else self._restart_s
+        sim.version += 1
+        sim.begin = t + max(0.0, restart)
+        sim.start = sim.begin + self._setup_s
+        self._attempt(sim)
 
     def poll(self, timeout_s: float) -> list[Event]:
         now = self._clock.now()
@@ -123,7 +214,11 @@ class SimExecutor:
             while self._heap and self._heap[0][0] <= first:
                 _, _, seg_id, version, event = heapq.heappop(self._heap)
                 if self._live(seg_id, version, event):
-                    events.append(event)
+                    if isinstance(event, _WorkerLost):
+                        self._restart(self._sims[seg_id], event.ts)
+                    else:
+                        events.append(event)
+                        self._delivered(event)
                 self._drop_stale()
             return events
         self._clock.advance_to(target)
@@ -142,13 +237,27 @@ class SimExecutor:
                     break
                 kept.append((end, step))
                 prev_end = end
+            last_end, last_step = kept[-1] if kept else (max(now, sim.begin),
+                                                         sim.segment.start_step)
+            done_at = max(now, last_end) + self._checkpoint_s
+            if sim.lost_at is not None and done_at >= sim.lost_at:
+                # The worker dies before it can stop: delivered again, the segment sees the
+                # stop request at once and stops where it started.
+                kept = [(end, step) for end, step in kept if end < sim.lost_at]
+                self.fault_counts["worker_losses"] += 1
+                restart = self._restart_s(self._fault_rng) if callable(self._restart_s) \
+                    else self._restart_s
+                sim.begin = sim.lost_at + max(0.0, restart)
+                last_step, done_at = sim.segment.start_step, sim.begin
             sim.version += 1
             for end, step in kept:
                 if end > now:
                     self._push(sim, end, self._report(sim, step, end))
-            last_end, last_step = kept[-1] if kept else (now, sim.segment.start_step)
-            self._finish(sim, "stopped", last_step, max(now, last_end) + self._checkpoint_s,
-                         checkpoint_step=last_step)
+            if sim.begin > now:
+                self._push(sim, sim.begin, SegmentStarted(
+                    segment_id=seg_id, trial_id=sim.segment.trial_id, worker=sim.instance_id,
+                    gpus=list(range(sim.segment.gpus)), ts=sim.begin))
+            self._finish(sim, "stopped", last_step, done_at, checkpoint_step=last_step)
 
     def ready(self, instance: Instance) -> bool:
         ended = self._provider.ended_at(instance.instance_id)
@@ -162,6 +271,8 @@ class SimExecutor:
     # -- inside -----------------------------------------------------------------------------
     def _report(self, sim: _Sim, step: int, t: float) -> Report:
         value = self._curves.value(self._config(sim.segment), step)
+        if step in sim.nan_steps:
+            value = None
         metrics: dict[str, Any] = {self._metric: float("nan") if value is None else value}
         return Report(segment_id=sim.segment.segment_id, trial_id=sim.segment.trial_id,
                       step=step, metrics=metrics, ts=t)
@@ -183,6 +294,16 @@ class SimExecutor:
     def _push(self, sim: _Sim, t: float, event: Event) -> None:
         heapq.heappush(self._heap, (t, next(self._seq), sim.segment.segment_id, sim.version,
                                     event))
+
+    def _delivered(self, event: Event) -> None:
+        if isinstance(event, Report):
+            self.delivered_reports[event.segment_id] += 1
+            if math.isnan(event.metrics.get(self._metric, 0.0)):
+                self.fault_counts["nan_reports"] += 1
+        elif isinstance(event, SegmentFinished):
+            self.finished[event.segment_id] = event.status
+            if event.status == "failed" and (event.error or "").startswith("simulated"):
+                self.fault_counts["app_errors"] += 1
 
     def _live(self, seg_id: str, version: int, event: Event) -> bool:
         sim = self._sims.get(seg_id)

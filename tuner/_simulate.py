@@ -8,7 +8,7 @@ Benchmarks use this to measure the real control code; nothing here decides anyth
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,21 @@ SIM_SETTINGS = Settings(tick_s=1.0, boot_timeout_s=3600.0, stop_grace_s=30.0, re
                         spend_every_s=10.0, instance_check_s=5.0)
 
 
+@dataclass(frozen=True)
+class SimFaults:
+    """Faults to inject beyond boot latency, capacity failures and spot preemptions (see
+    ``SimProvider`` and ``SimExecutor`` for what each does); all off by default."""
+
+    capacity_outages: Sequence[tuple[float, float]] = ()   # (start, end): every launch fails
+    never_register_prob: float = 0.0     # a VM's worker never registers
+    preemption_storms: Sequence[tuple[float, float]] = ()  # (time, fraction of spot VMs)
+    vm_failures_per_hour: float = 0.0    # a VM dies on its own (not a preemption)
+    app_error_prob: float = 0.0          # a segment's run raises mid-way
+    nan_prob: float = 0.0                # a report's metric is NaN
+    worker_losses_per_hour: float = 0.0  # the worker process of a running segment is killed
+    worker_restart_s: Callable[[random.Random], float] | float = 30.0
+
+
 @dataclass
 class SimResult:
     outcome: Outcome
@@ -40,6 +55,8 @@ class SimResult:
     deadline_met: bool
     budget_respected: bool
     store: Store
+    provider: SimProvider | None = None
+    executor: SimExecutor | None = None
 
 
 def simulate(
@@ -68,17 +85,35 @@ def simulate(
     experiment_id: str = "sim",
     scaling: ScalingPolicy | None = None,
     replanner: Callable[[ReplanView], Plan | None] | None = None,
+    faults: SimFaults | None = None,
+    max_failures: int = 0,
+    raise_errors: bool = True,
 ) -> SimResult:
-    """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time."""
+    """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time.
+
+    ``faults`` adds the faults of :class:`SimFaults`; ``max_failures`` is how many times a
+    trial may fail (its trainable raise) before it is given up, as in a real sweep. With
+    ``raise_errors=False`` a sweep the controller gives up on (it has shut down, as a real one
+    would) comes back as an outcome with state ``failed``, reason ``error`` and the message,
+    so what it left in the store can still be inspected.
+    """
     clock = SimClock()
+    f = faults or SimFaults()
     itype = instance_type or SimInstanceType("sim-gpu", slots=max(1, gpus_per_trial),
                                              on_demand_per_hour=1.0, spot_per_hour=0.35)
     provider = SimProvider(clock, types=(itype,), boot_s=boot_s or uniform_boot(),
                            capacity_failure_prob=capacity_failure_prob,
-                           preemptions_per_hour=preemptions_per_hour if spot else 0.0, seed=seed)
+                           preemptions_per_hour=preemptions_per_hour if spot else 0.0, seed=seed,
+                           capacity_outages=f.capacity_outages,
+                           never_register_prob=f.never_register_prob,
+                           storms=f.preemption_storms if spot else (),
+                           failures_per_hour=f.vm_failures_per_hour)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
                            speedup=speedup, time_scale=time_scale, seed=seed,
-                           config_ids=list(curves.config_ids()))
+                           config_ids=list(curves.config_ids()),
+                           app_error_prob=f.app_error_prob, nan_prob=f.nan_prob,
+                           worker_losses_per_hour=f.worker_losses_per_hour,
+                           worker_restart_s=f.worker_restart_s)
     store = Store(store_path)
     store.create_experiment(experiment_id, experiment_id,
                             {"simulated": getattr(curves, "name", "curves")}, metric, mode,
@@ -91,21 +126,32 @@ def simulate(
     spec = RunSpec(experiment_id=experiment_id, trainable="simulated", metric=metric, mode=mode,
                    workers=workers, gpus_per_trial=gpus_per_trial, time_budget_s=time_budget_s,
                    cost_budget_usd=cost_budget_usd, checkpoint_root=Path("/nonexistent"),
-                   instance_type=itype.name, spot=spot)
+                   max_failures=max_failures, instance_type=itype.name, spot=spot)
+    ledger = Ledger(cost_budget_usd, billing_minimum_s)
     controller = Controller(
         spec, scheduler=sched, sampler=Sampler(space, PermutationSampler(seed), mode, seed),
         executor=executor,
-        provider=provider, ledger=Ledger(cost_budget_usd, billing_minimum_s), store=store,
+        provider=provider, ledger=ledger, store=store,
         clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling,
         replanner=replanner)
-    outcome = controller.run()
+    started = clock.now()
+    try:
+        outcome = controller.run()
+    except Exception as exc:
+        if raise_errors:
+            raise
+        end = clock.now()
+        best = controller.best()
+        outcome = Outcome("failed", "error", started, end, ledger.spent(end),
+                          best[0] if best else None, best[1] if best else None,
+                          list(controller.latencies), f"{type(exc).__name__}: {exc}")
     wall = outcome.finished_at - outcome.started_at
     return SimResult(
         outcome=outcome, trials=store.trials_frame(), best_value=outcome.best_value,
         spend_usd=outcome.spend_usd, wall_s=wall,
         deadline_met=time_budget_s is None or wall <= time_budget_s + settings_grace(settings),
         budget_respected=cost_budget_usd is None or outcome.spend_usd <= cost_budget_usd + 1e-9,
-        store=store)
+        store=store, provider=provider, executor=executor)
 
 
 def settings_grace(settings: Settings | None) -> float:

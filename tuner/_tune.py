@@ -18,7 +18,7 @@ from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
 from tuner._lock import ControllerLock
-from tuner._planning import plan_for, plan_instance, replanner_for, static_plan_for
+from tuner._planning import cheapest_hourly, plan_for, plan_instance, replanner_for, static_plan_for
 from tuner._providers import check_cloud_broker, open_workers
 from tuner._result import TuneResult
 from tuner._sampling import Sampler
@@ -181,7 +181,7 @@ def _check_room(sweep: SweepConfig, prior_usd: float, elapsed_s: float) -> None:
         raise ConfigError("time_budget", f"the experiment has used {elapsed_s:.0f} s of its "
                           f"{sweep.time_budget_s:.0f} s; give a larger time budget to resume it")
     if sweep.cost_budget_usd is not None:
-        minimum = billed(sweep.provider.price_per_hour, 0.0, sweep.provider.billing_minimum_s)
+        minimum = billed(cheapest_hourly(sweep), 0.0, sweep.provider.billing_minimum_s)
         if prior_usd + minimum > sweep.cost_budget_usd:
             raise ConfigError("cost_budget", f"the experiment has spent {prior_usd:.4f} of its "
                               f"{sweep.cost_budget_usd:g} USD, too little is left for one more "
@@ -348,12 +348,13 @@ def _check_affordable(sweep: SweepConfig) -> None:
     if budget is None:
         return
     minimum_s = sweep.provider.billing_minimum_s
-    minimum = billed(sweep.provider.price_per_hour, 0.0, minimum_s)
+    hourly = cheapest_hourly(sweep)
+    minimum = billed(hourly, 0.0, minimum_s)
     if minimum > budget:
         raise ConfigError(
             "budget.cost",
             f"{budget} USD does not cover one worker's {minimum_s:.0f} s billing minimum "
-            f"({minimum:.4f} USD at {sweep.provider.price_per_hour} USD/h)")
+            f"({minimum:.4f} USD at {hourly:g} USD/h)")
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

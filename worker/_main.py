@@ -19,6 +19,7 @@ from worker._metadata import instance_name
 from worker._secrets import read_secret
 from worker._slots import SlotPool
 from worker._task import set_client
+from worker._watchdog import watch_controller
 
 REGISTRY_KEY = "elastune:workers"
 
@@ -37,6 +38,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         "ssm:/NAME?region=R or gcpsm:projects/P/secrets/S/versions/V")
     p.add_argument("--name-from-metadata", choices=["aws", "gcp"], default=None,
                    help="take the worker name (and queue) from the VM's instance metadata")
+    p.add_argument("--controller-key", default=os.environ.get("ELASTUNE_CONTROLLER_KEY"),
+                   help="the controller's heartbeat key; exit when it has been gone for "
+                        "--orphan-timeout-s (VM workers, so the VM powers off)")
+    p.add_argument("--orphan-timeout-s", type=float,
+                   default=float(os.environ.get("ELASTUNE_ORPHAN_TIMEOUT_S", "300")))
     p.add_argument("--loglevel", default="WARNING")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="exit when this process (the controller that started us) exits")
@@ -45,6 +51,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--broker is required (or set ELASTUNE_BROKER_URL)")
     if args.slots < 1:
         p.error(f"--slots must be >= 1, got {args.slots}")
+    if not args.orphan_timeout_s > 0:
+        p.error(f"--orphan-timeout-s must be > 0, got {args.orphan_timeout_s}")
     return args
 
 
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     app = make_app(address)
     client = address.client()
     SlotPool(client, name).reset(args.slots)
+    if args.controller_key:
+        watch_controller(address.client(), args.controller_key, args.orphan_timeout_s)
 
     @signals.worker_process_init.connect(weak=False)
     def _child_init(**_: object) -> None:

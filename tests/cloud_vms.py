@@ -1,0 +1,190 @@
+"""Plays the VMs of a cloud sweep on this machine, for the end-to-end tests.
+
+For every instance the autoscaler launched in the fake cloud (moto's EC2), it does what the VM
+would after booting: it runs the instance's own user data (the real startup script, read back
+from EC2) as a local process, with an instance-metadata endpoint that names the instance. The
+script is run as written, except for three paths a test cannot touch: the install prefix
+(``/opt/elastune``, here the test's virtual environment, so the install step is skipped as on
+a VM that already has it), the log file, and ``shutdown`` (here a command that records the
+power-off; the harness then does what EC2 does for an instance launched with
+``InstanceInitiatedShutdownBehavior=terminate``: terminates it). When the cloud terminates or
+takes back an instance, the harness kills its process group, as losing the VM would.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GONE = {"shutting-down", "terminated", "stopping", "stopped"}
+
+
+class _Metadata(BaseHTTPRequestHandler):
+    """IMDSv2 for many instances: ``/<instance-id>/latest/...``."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        pass
+
+    def _reply(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib's name
+        if self.path.endswith("/latest/api/token"):
+            self._reply(200, "token-" + self.path.split("/")[1])
+        else:
+            self._reply(404, "")
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib's name
+        iid, _, rest = self.path.lstrip("/").partition("/")
+        if self.headers.get("X-aws-ec2-metadata-token") != f"token-{iid}":
+            self._reply(401, "")
+        elif rest == "latest/meta-data/instance-id":
+            self._reply(200, iid)
+        else:
+            self._reply(404, "")
+
+
+@dataclass
+class Vm:
+    instance_id: str
+    dir: Path
+    script: str
+    process: subprocess.Popen[bytes]
+    killed: bool = False          # by the harness, because the cloud took the instance
+    powered_off: bool = False     # by its own startup script
+
+    @property
+    def log(self) -> str:
+        path = self.dir / "worker.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@dataclass
+class Vms:
+    """Watches EC2 (moto, directly: the fault proxy is the controller's view) and runs VMs."""
+
+    moto_url: str
+    workdir: Path
+    region: str = "us-east-1"
+    boot_s: float = 0.5
+    poll_s: float = 0.2
+    vms: dict[str, Vm] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import boto3
+
+        self._ec2 = boto3.client("ec2", region_name=self.region, endpoint_url=self.moto_url)
+        self._meta = ThreadingHTTPServer(("127.0.0.1", 0), _Metadata)
+        self._meta.daemon_threads = True
+        threading.Thread(target=self._meta.serve_forever, daemon=True).start()
+        self.metadata_url = f"http://127.0.0.1:{self._meta.server_address[1]}"
+        self._prefix = self.workdir / "opt-elastune"
+        (self._prefix / "bin").mkdir(parents=True, exist_ok=True)
+        elastune = Path(sys.executable).parent / "elastune"
+        link = self._prefix / "bin" / "elastune"
+        if not link.exists():
+            link.symlink_to(elastune)
+        self._sbin = self.workdir / "sbin"
+        self._sbin.mkdir(exist_ok=True)
+        shutdown = self._sbin / "shutdown"
+        shutdown.write_text('#!/bin/sh\ntouch "$ELASTUNE_VM_DIR/powered-off"\n')
+        shutdown.chmod(0o755)
+        self._first_seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vms", daemon=True)
+        self._thread.start()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _instances(self) -> Iterator[dict[str, Any]]:
+        reply = self._ec2.describe_instances(
+            Filters=[{"Name": "tag-key", "Values": ["elastune-managed"]}])
+        for reservation in reply["Reservations"]:
+            yield from reservation["Instances"]
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self._tick()
+            except Exception as exc:  # keep playing; the test reads the errors
+                self.errors.append(repr(exc))
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for raw in self._instances():
+            iid, state = raw["InstanceId"], raw["State"]["Name"]
+            vm = self.vms.get(iid)
+            if state in GONE:
+                if vm is not None and vm.process.poll() is None:
+                    vm.killed = True
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(vm.process.pid, signal.SIGKILL)
+                continue
+            if vm is None:
+                first = self._first_seen.setdefault(iid, now)
+                if state == "running" and now - first >= self.boot_s:
+                    self.vms[iid] = self._boot(iid)
+            elif vm.process.poll() is not None and (vm.dir / "powered-off").exists():
+                vm.powered_off = True
+                self._ec2.terminate_instances(InstanceIds=[iid])
+
+    def _boot(self, iid: str) -> Vm:
+        attr = self._ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
+        script = base64.b64decode(attr["UserData"]["Value"]).decode()
+        vm_dir = self.workdir / iid
+        vm_dir.mkdir(parents=True, exist_ok=True)
+        local = (script.replace("/opt/elastune", str(self._prefix))
+                 .replace("/var/log/elastune-worker.log", str(vm_dir / "worker.log")))
+        path = vm_dir / "user-data.sh"
+        path.write_text(local)
+        env = dict(os.environ)
+        env.update({
+            "ELASTUNE_METADATA_URL": f"{self.metadata_url}/{iid}",
+            "ELASTUNE_VM_DIR": str(vm_dir),
+            "PATH": f"{self._sbin}{os.pathsep}{env.get('PATH', '')}",
+            # The user's code, as the install spec would put it on the VM.
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p),
+        })
+        process = subprocess.Popen(["bash", str(path)], cwd=vm_dir, env=env,
+                                   start_new_session=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        return Vm(iid, vm_dir, script, process)
+
+    # -- what tests use -----------------------------------------------------------------------
+    def running(self) -> list[Vm]:
+        return [vm for vm in self.vms.values() if vm.process.poll() is None]
+
+    def wait_all_gone(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for vm in self.vms.values():
+            if vm.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(vm.process.pid, signal.SIGKILL)
+                vm.process.wait(timeout=10)
+        self._meta.shutdown()
+        self._meta.server_close()

@@ -1,0 +1,248 @@
+"""End to end on AWS: a sweep with provider ``aws`` against moto (EC2, SSM, S3 over HTTP).
+
+The harness (tests/cloud_vms.py) plays each VM the autoscaler launches: it runs the instance's
+real user data, so a real ``elastune worker`` reads the broker password from SSM, the code
+bundle and checkpoints from S3, and registers under its instance id. Shown here: the cluster
+follows the stored plan; a spot instance taken back mid-segment costs only that segment, which
+resumes from its checkpoint on another VM; the sweep ends under both budgets; and no instance
+stays up afterwards, whether the sweep finished, was stopped, or lost its controller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.aws_server import (  # noqa: F401 - the fixtures aws, aws_env, aws_server
+    REGION,
+    FakeAws,
+    aws_env_fixture,
+    aws_fixture,
+    aws_server_fixture,
+)
+from tests.cloud_vms import Vms
+from tuner import tune
+from tuner._store import Store
+from worker._embedded import EmbeddedRedis
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "elastune-e2e"
+
+
+@pytest.fixture(name="cloud")
+def cloud_fixture(aws: FakeAws, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """moto as the AWS endpoint of this process and its children, a broker, and the VMs."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
+    vms = Vms(aws.moto_url, tmp_path / "vms")
+    with EmbeddedRedis() as redis_server:
+        yield aws, redis_server.address, vms
+        vms.close()
+
+
+def _sweep(aws: FakeAws, *, trials: int = 27, sleep: float = 0.5, **provider: object) -> dict:
+    return {
+        "name": "cloud-e2e",
+        "trainable": "tests.trainables:quadratic",
+        "metric": "score",
+        "mode": "max",
+        "space": {"x": {"uniform": [0.0, 1.0]}, "sleep": {"choice": [sleep]}},
+        "scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9,
+                      "reduction_factor": 3},
+        "num_trials": trials,
+        "seed": 7,
+        "provider": {"type": "aws", "region": REGION, "instance_types": ["g4dn.xlarge"],
+                     "spot": True, "storage": f"s3://{BUCKET}/runs", "image": aws.image_id(),
+                     "register_timeout_s": 60.0, **provider},
+        "profile": {"seconds_per_step": sleep, "boot_s": 3.0},
+    }
+
+
+def _live_instances(aws: FakeAws) -> list[str]:
+    reply = aws.client("ec2").describe_instances(
+        Filters=[{"Name": "tag-key", "Values": ["elastune-managed"]},
+                 {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    return [i["InstanceId"] for r in reply["Reservations"] for i in r["Instances"]]
+
+
+def _cloud_ls(experiment: str | None = None) -> list[dict]:
+    """``elastune cloud ls --provider aws --json`` as a user runs it."""
+    args = [sys.executable, "-m", "tuner.cli", "cloud", "ls", "--provider", "aws",
+            "--region", REGION, "--json"]
+    if experiment:
+        args += ["--experiment", experiment]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["instances"]
+
+
+def _wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _running_segment_past_rung0(exp: Path) -> dict | None:
+    """A segment running on a VM that resumes a trial from a checkpoint (start step > 0) and
+    has reported at least one step: the one to take the VM from under."""
+    if not (exp / "experiment.db").exists():
+        return None
+    store = Store(exp, readonly=True)
+    try:
+        if not store.query("SELECT name FROM sqlite_master WHERE name = 'segments'"):
+            return None
+        for seg in store.segments():
+            if seg["state"] != "running" or seg["start_step"] == 0:
+                continue
+            steps = [r["step"] for r in store.reports(seg["trial_id"])]
+            if any(s > seg["start_step"] for s in steps):
+                return seg
+    finally:
+        store.close()
+    return None
+
+
+def test_a_sweep_on_aws_follows_the_plan_and_survives_a_spot_interruption(cloud, tmp_path):
+    aws, broker, vms = cloud
+    exp = tmp_path / "exp"
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["result"] = tune(_sweep(aws), time_budget="25s", cost_budget=2.0,
+                                 experiment_dir=exp, broker_url=broker.url)
+        except BaseException as exc:  # surfaced by the assertions below
+            out["error"] = exc
+
+    controller = threading.Thread(target=run)
+    controller.start()
+    seg = _wait(lambda: _running_segment_past_rung0(exp), 180, "a resumed segment running")
+    victim = seg["instance_id"]
+    aws.interrupt_spot(victim)
+    controller.join(timeout=240)
+    assert not controller.is_alive(), "the sweep did not end"
+    assert "error" not in out, out.get("error")
+    result = out["result"]
+
+    # Finished, under both budgets.
+    assert result.state == "finished", result.status
+    assert result.budget_respected and result.status["spend_usd"] <= 2.0
+    store = Store(exp, readonly=True)
+
+    # The interrupted segment is PREEMPTED (not a failure) and re-ran from its checkpoint on
+    # another VM; the trial's own state shows every step ran once, restored, not restarted.
+    segs = store.segments(seg["trial_id"])
+    lost = next(s for s in segs if s["segment_id"] == seg["segment_id"])
+    assert lost["state"] == "preempted"
+    rerun = [s for s in segs if s["start_step"] == seg["start_step"] and s["state"] == "done"]
+    assert rerun and all(s["instance_id"] != victim for s in rerun)
+    trial = store.trial(seg["trial_id"])
+    assert trial["state"] != "failed"
+    instances = {i["instance_id"]: i for i in store.instances()}
+    assert instances[victim]["preempted"]
+
+    # Every VM was a real worker: its user data carried no password, and it read it from SSM.
+    assert vms.vms and all(broker.password not in vm.script for vm in vms.vms.values())
+    assert victim in vms.vms and vms.vms[victim].killed
+    assert set(vms.vms) == set(instances)
+
+    # Planned against actual: the plan is stored, and the cluster never outgrew it (one
+    # replacement for the VM the cloud took back aside), and reached its peak.
+    plans = store.plans()
+    assert plans
+    planned_peak = max(r["workers"] for p in plans for r in p["rungs"])
+    actual = [r["workers"] for r in store.query("SELECT workers FROM spend ORDER BY ts")]
+    print("planned peak", planned_peak, "actual", actual, "instances", len(store.instances()))
+    assert actual and max(actual) <= planned_peak + 1
+    assert len(instances) >= min(planned_peak, 2)
+
+    # Nothing stays up: not in EC2, not for `elastune cloud ls`, no worker process.
+    assert _live_instances(aws) == []
+    assert _cloud_ls(result.experiment_id) == []
+    assert vms.wait_all_gone(30)
+    # The broker password's parameter is gone too.
+    names = [p["Name"] for p in aws.client("ssm").describe_parameters()["Parameters"]]
+    assert not [n for n in names if result.experiment_id in n]
+    assert not vms.errors
+
+
+def _start_controller(aws: FakeAws, broker, tmp_path: Path, **provider: object):
+    """``elastune run sweep.yaml`` as its own process (so the test can stop or kill it)."""
+    sweep = _sweep(aws, sleep=1.0, **provider)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    exp = tmp_path / "exp"
+    log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed by the caller
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", "run", str(path), "--dir", str(exp),
+         "--broker", broker.url, "--time-budget", "45s", "--cost-budget", "2", "--json"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, exp, log
+
+
+def _segments_running(exp: Path, n: int = 1) -> bool:
+    if not (exp / "experiment.db").exists():
+        return False
+    store = Store(exp, readonly=True)
+    try:
+        if not store.query("SELECT name FROM sqlite_master WHERE name = 'segments'"):
+            return False
+        return len([s for s in store.segments() if s["state"] == "running"]) >= n
+    finally:
+        store.close()
+
+
+def test_elastune_stop_leaves_no_instance(cloud, tmp_path):
+    aws, broker, vms = cloud
+    proc, exp, log = _start_controller(aws, broker, tmp_path)
+    try:
+        _wait(lambda: _segments_running(exp, 2), 120, "two segments running on VMs")
+        assert _live_instances(aws)
+        stop = subprocess.run([sys.executable, "-m", "tuner.cli", "stop", str(exp)],
+                              capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    status = json.loads((tmp_path / "controller.log").read_text().strip().splitlines()[-1])
+    assert status["state"] == "stopped"
+    assert _live_instances(aws) == []
+    assert _cloud_ls() == []
+    assert vms.wait_all_gone(30)
+    assert all(vm.killed for vm in vms.vms.values())
+    store = Store(exp, readonly=True)
+    assert store.instances() and all(i["terminated_at"] for i in store.instances())
+
+
+def test_a_killed_controller_leaves_no_instance(cloud, tmp_path):
+    aws, broker, vms = cloud
+    proc, exp, log = _start_controller(aws, broker, tmp_path, orphan_timeout_s=3.0)
+    try:
+        _wait(lambda: _segments_running(exp, 2), 120, "two segments running on VMs")
+        booted = set(vms.vms)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        log.close()
+    assert booted and _live_instances(aws)           # nobody is left to terminate them...
+    # ...so each VM's worker notices its controller is gone and the VM powers itself off.
+    _wait(lambda: not _live_instances(aws), 90, "the orphaned VMs to power off")
+    assert _cloud_ls() == []
+    assert vms.wait_all_gone(30)
+    assert all(vms.vms[i].powered_off for i in booted)
+    assert "controller gone" in "".join(vms.vms[i].log for i in booted)
