@@ -23,7 +23,10 @@ nothing here re-implements control logic. Per schedule, drawn from ``--seed`` an
   (Poisson per VM) and in storms (at a moment, each live spot VM goes with some probability);
   VMs that die on their own; worker processes killed mid-segment (the segment is delivered
   again and re-runs from its last checkpoint); trainables that raise (counted against the
-  sweep's ``max_failures``, 0..3); NaN reports.
+  sweep's ``max_failures``, 0..3); NaN reports; workers that hang for good mid-segment (no
+  heartbeat, no end: the controller's lease gives the segment up as stale after the
+  settings' ``heartbeat_timeout_s`` and replaces the VM); spot interruption notices 30 s (GCE)
+  or 120 s (AWS) before a preemption, or none.
 
 Figures (``summary``):
 
@@ -35,8 +38,9 @@ Figures (``summary``):
   plus the controller's stop grace and one tick (``deadline_tolerance_s``): at the deadline the
   controller asks running segments to stop and gives them ``stop_grace_s`` to checkpoint,
   which is part of the design, then terminates the VMs.
-- ``lost_results``: for every segment whose end the simulated executor delivered, the reports
-  it delivered for it minus the reports of it in the store (never below 0 per segment); both
+- ``lost_results``: for every segment whose end the simulated executor delivered as a result
+  (done, ended or stopped; a failed run is superseded by its retry), the reports it delivered
+  for it minus the reports of it in the store (never below 0 per segment); both
   sides are counted, not assumed. Reports of segments whose VM went away are excluded: the
   controller drops those on purpose, since the re-run from the last checkpoint supersedes them.
 
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -114,10 +119,11 @@ HASH_SEED = "0"
 SUMMARY_KEYS = ("schedules", "budget_overruns", "deadline_met_frac", "lost_results")
 TARGETS: dict[str, tuple[str, float]] = {
     "budget_overruns": ("<=", 0), "deadline_met_frac": (">=", 0.99), "lost_results": ("<=", 0),
+    "duplicate_reports": ("<=", 0),
 }
 FAULT_KEYS = ("capacity_errors", "never_registered", "register_timeouts", "preemptions",
-              "storm_preemptions", "vm_failures", "worker_losses", "app_errors", "nan_reports",
-              "failed_trials")
+              "storm_preemptions", "vm_failures", "worker_losses", "hung_workers",
+              "stale_segments", "app_errors", "nan_reports", "failed_trials")
 
 
 # -- drawing a schedule -----------------------------------------------------------------------
@@ -187,6 +193,8 @@ def draw_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
         "worker_losses_per_hour": _maybe(rng, 0.6, 0.0, 2.0),
         "app_error_prob": _maybe(rng, 0.6, 0.0, 0.1),
         "nan_prob": _maybe(rng, 0.5, 0.0, 0.05),
+        "hang_prob": _maybe(rng, 0.3, 0.0, 0.05),
+        "spot_notice_s": rng.choice((0.0, 30.0, 120.0)) if spot else 0.0,
         "times_seed": rng.randrange(2**31),
     }
     return schedule
@@ -231,7 +239,8 @@ def sim_faults(schedule: dict[str, Any], deadline: float) -> SimFaults:
                      vm_failures_per_hour=f["vm_failures_per_hour"],
                      app_error_prob=f["app_error_prob"], nan_prob=f["nan_prob"],
                      worker_losses_per_hour=f["worker_losses_per_hour"],
-                     worker_restart_s=uniform_boot(5.0, 60.0))
+                     worker_restart_s=uniform_boot(5.0, 60.0), hang_prob=f["hang_prob"],
+                     spot_notice_s=f["spot_notice_s"])
 
 
 # -- running one ------------------------------------------------------------------------------
@@ -239,6 +248,7 @@ def run_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
                  index: int) -> dict[str, Any]:
     """Draw schedule ``index`` and run it; what it measured, as plain values."""
     t0 = time.perf_counter()
+    logging.getLogger("tuner").setLevel(logging.ERROR)   # faults are expected here
     schedule = draw_schedule(data_dir, by_set, seed, index)
     try:
         return _run(data_dir, schedule, t0)
@@ -302,16 +312,21 @@ def measure(r: SimResult, deadline: float, budget: float) -> dict[str, Any]:
     states = {s["segment_id"]: s["state"] for s in r.store.segments()}
     delivered = lost = persisted = state_mismatches = 0
     for seg_id, status in r.executor.finished.items():
+        if status == "failed":
+            continue   # not a result: a retry supersedes it (and the store may drop it)
         d, p = r.executor.delivered_reports[seg_id], stored.get(seg_id, 0)
         delivered += d
         persisted += p
         lost += max(0, d - p)
-        state_mismatches += states.get(seg_id) != status
+        # A segment stopped ahead of a spot interruption is stored as preempted.
+        state_mismatches += states.get(seg_id) != status and not (
+            status == "stopped" and states.get(seg_id) == "preempted")
     duplicates = r.store.query(
         "SELECT COALESCE(SUM(n - 1), 0) AS d FROM (SELECT COUNT(*) AS n FROM reports "
         "GROUP BY trial_id, step)")[0]["d"]
     faults = Counter(r.provider.fault_counts) + Counter(r.executor.fault_counts)
     faults["register_timeouts"] = register_timeouts
+    faults["stale_segments"] = sum(s == "stale" for s in states.values())
     faults["failed_trials"] = int((r.trials["state"] == "failed").sum()) if len(r.trials) else 0
     wall = r.wall_s
     errored = r.outcome.state == "failed"

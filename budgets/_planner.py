@@ -292,6 +292,9 @@ def _solve(job: _Job, deadline: float, bound: float,
     """The cheapest (workers, gpus) per stage that ends by ``deadline`` and costs <= ``bound``
     instance-seconds, with its wall and cost, starting with ``live`` instances up; ([], 0, inf)
     when there is none."""
+    # Stage times are whole seconds: a whole-second deadline (the fastest plan's wall) is
+    # compared exactly, as a float it would round below the wall past 2**53 s.
+    limit = deadline if isinstance(deadline, int) else deadline + _EPS
     n = len(job.sizes)
     rest_time = [0] * (n + 1)
     rest_work = [0.0] * (n + 1)
@@ -311,7 +314,7 @@ def _solve(job: _Job, deadline: float, bound: float,
                 bucket = nxt.setdefault(w, [])
                 d = _start_delay(job, w_prev, w) if k == 0 else 0
                 for elapsed, cost, young, _, path in frontier:  # sorted by elapsed
-                    if elapsed + d + t + later_t > deadline + _EPS:
+                    if elapsed + d + t + later_t > limit:
                         break
                     c, y = _advance(w_prev, young, cost + w_prev * d, w, t, job.boot,
                                     job.minimum)

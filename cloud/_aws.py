@@ -30,7 +30,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from budgets import Clock, InstanceType, PriceBook, RealClock
@@ -55,6 +55,7 @@ DLAMI_PARAMETER = ("/aws/service/deeplearning/ami/x86_64/"
 EXPERIMENT_TAG = "elastune-experiment"
 MANAGED_TAG = "elastune-managed"
 DEFAULT_MAX_ATTEMPTS = 5
+SPOT_PRICE_TTL_S = 900.0     # EC2 changes spot prices at most about hourly
 
 # EC2, SSM and S3 error codes, by what the autoscaler should do about them.
 CAPACITY_CODES = frozenset({
@@ -245,6 +246,9 @@ class AwsProvider:
         retry_mode: botocore's retry mode, ``"standard"`` or ``"adaptive"`` (adds client-side
             rate limiting, for accounts that launch very many VMs).
         seed: seeds the launch backoff's jitter (reproducible tests).
+        live_spot_prices: price spot instances from ``DescribeSpotPriceHistory`` (the current
+            price, the highest over the zones a launch may land in, cached for 15 minutes)
+            instead of the catalog's representative value; the catalog when the call fails.
 
     Example (no AWS call is made until the first launch, list or terminate)::
 
@@ -275,6 +279,7 @@ class AwsProvider:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         retry_mode: str = "standard",
         seed: int | None = None,
+        live_spot_prices: bool = False,
     ) -> None:
         if not region:
             raise ValueError("AwsProvider needs a region, e.g. 'us-east-1'")
@@ -298,6 +303,8 @@ class AwsProvider:
                 raise ValueError(f"zone(s) {', '.join(bare)} have no subnet in subnet_ids; "
                                  "name a subnet for every zone, or leave zones out")
         self.iam_instance_profile = iam_instance_profile
+        self.live_spot_prices = live_spot_prices
+        self._spot_prices: dict[str, tuple[float, float]] = {}   # type -> (price, read at)
         self.security_group_ids = list(security_group_ids)
         self.key_name = key_name
         self._book = prices or PriceBook()
@@ -338,8 +345,39 @@ class AwsProvider:
 
     def price_per_hour(self, instance_type: str, spot: bool = False) -> float:
         """Dollars per instance-hour from the price book; spot without a spot price is charged
-        at the on-demand price (AWS's default ceiling for a spot price)."""
-        return self._type(instance_type).hourly(spot, fallback=True)
+        at the on-demand price (AWS's default ceiling for a spot price). With
+        ``live_spot_prices``, spot is the current market price where EC2 reports one."""
+        book = self._type(instance_type).hourly(spot, fallback=True)
+        if not (spot and self.live_spot_prices):
+            return book
+        now = self._clock.now()
+        cached = self._spot_prices.get(instance_type)
+        if cached is None or now - cached[1] >= SPOT_PRICE_TTL_S:
+            live = self._live_spot_price(instance_type)
+            cached = (book if live is None else live, now)
+            self._spot_prices[instance_type] = cached
+        return cached[0]
+
+    def _live_spot_price(self, instance_type: str) -> float | None:
+        try:
+            kwargs: dict[str, Any] = {"InstanceTypes": [instance_type],
+                                      "ProductDescriptions": ["Linux/UNIX"],
+                                      "StartTime": datetime.now(UTC)}
+            latest: dict[str, float] = {}
+            for page in self._client("ec2").get_paginator(
+                    "describe_spot_price_history").paginate(**kwargs):
+                for row in page.get("SpotPriceHistory", []):
+                    zone = row.get("AvailabilityZone", "")
+                    if self.zones and zone not in self.zones:
+                        continue
+                    latest.setdefault(zone, float(row["SpotPrice"]))   # newest first
+        except Exception as exc:  # noqa: BLE001 - a missing permission must not stop a sweep
+            log.info("spot price of %s from the catalog (%s)", instance_type, exc)
+            return None
+        if not latest:
+            return None
+        # A launch may land in any allowed zone: the ledger counts the dearest, never less.
+        return max(latest.values())
 
     def slots(self, instance_type: str) -> int:
         """GPUs of one instance of this type (one worker slot each)."""
@@ -644,7 +682,7 @@ class AwsProvider:
         return Instance(
             instance_id=iid, provider=self.name, instance_type=itype, spot=spot,
             slots=max(1, known.gpus) if known else 1,
-            price_per_hour=known.hourly(spot, fallback=True) if known else 0.0,
+            price_per_hour=self.price_per_hour(itype, spot) if known else 0.0,
             state=state, launched_at=launched_at, terminated_at=terminated_at, queue=iid,
             tags=dict(tags) if tags is not None else logical_tags(raw.get("Tags")),
             zone=str((raw.get("Placement") or {}).get("AvailabilityZone") or ""),

@@ -15,6 +15,7 @@ import shlex
 from typing import Literal
 
 from cloud._provider import Bootstrap
+from records import TIMEOUT_EXIT_CODE
 
 Cloud = Literal["aws", "gcp"]
 
@@ -34,7 +35,9 @@ def startup_script(bootstrap: Bootstrap, cloud: Cloud, region: str | None = None
                          "password from the secret store")
     q = shlex.quote
     env_lines = "".join(f"export {k}={q(v)}\n" for k, v in sorted(bootstrap.env.items()))
-    preload = "".join(f" --preload {q(m)}" for m in bootstrap.preload)
+    flags = "".join(f" --preload {q(m)}" for m in bootstrap.preload)
+    if bootstrap.insecure_broker:
+        flags += " --insecure"   # the user accepted a broker without TLS on the controller
     return f"""#!/bin/bash
 # elastune worker bootstrap: install, then run one worker named after this VM.
 set -euo pipefail
@@ -50,7 +53,13 @@ export ELASTUNE_STORAGE_URI={q(bootstrap.storage_uri)}
   /opt/elastune/bin/pip install --quiet --upgrade pip
   /opt/elastune/bin/pip install --quiet {q(bootstrap.install)}
 fi
-/opt/elastune/bin/elastune worker --name-from-metadata {cloud} \\
-  --password-secret {q(secret_uri(cloud, bootstrap.secret_name, region))} \\
-  --slots {int(bootstrap.slots)}{preload}
+# Exit status {TIMEOUT_EXIT_CODE}: the worker gave up on a trainable that hung past its segment
+# timeout; it starts again on the same VM (and registers again) rather than costing a boot.
+status={TIMEOUT_EXIT_CODE}
+while [ "$status" -eq {TIMEOUT_EXIT_CODE} ]; do
+  status=0
+  /opt/elastune/bin/elastune worker --name-from-metadata {cloud} \\
+    --password-secret {q(secret_uri(cloud, bootstrap.secret_name, region))} \\
+    --slots {int(bootstrap.slots)}{flags} || status=$?
+done
 """

@@ -38,8 +38,10 @@ class LocalProvider:
         preload: Sequence[str] = (),
         prefix: str = "local",
         clock: Clock | None = None,
+        insecure_broker: bool = False,
     ) -> None:
         self._broker_url = broker_url
+        self._insecure = insecure_broker
         self._slots = slots
         self._price = price_per_hour
         self._workdir = str(workdir or os.getcwd())
@@ -80,6 +82,8 @@ class LocalProvider:
                    "--slots", str(self._slots), "--parent-pid", str(os.getpid())]
             for module in self._preload:
                 cmd += ["--preload", module]
+            if self._insecure:
+                cmd.append("--insecure")
             out = subprocess.DEVNULL
             if self._log_dir is not None:
                 self._log_dir.mkdir(parents=True, exist_ok=True)

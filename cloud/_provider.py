@@ -54,6 +54,7 @@ class Bootstrap:
     install: str = "elastune"       # what pip installs on the VM (a requirement or a wheel URL)
     slots: int = 1                  # GPU slots per worker (the instance type's GPU count)
     preload: tuple[str, ...] = ()   # modules the worker imports before taking work
+    insecure_broker: bool = False   # the user accepted a broker without TLS: worker --insecure
     env: Mapping[str, str] = field(default_factory=dict)  # extra non-secret environment
 
 

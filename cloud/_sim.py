@@ -192,6 +192,14 @@ class SimProvider:
         end = self._end_at.get(instance_id)
         return end[0] if end is not None else None
 
+    def interruption_notices(self, now: float, lead_s: float) -> set[str]:
+        """Spot instances the cloud has warned (``lead_s`` before it takes them back)."""
+        if lead_s <= 0:
+            return set()
+        return {iid for iid, (at, cause) in self._end_at.items()
+                if cause != "failed" and at - lead_s <= now < at
+                and self._instances[iid].terminated_at is None}
+
     def next_change(self, after: float) -> float | None:
         """The next moment an instance becomes ready or is preempted, after ``after``.
 

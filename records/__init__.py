@@ -2,7 +2,7 @@
 
 from records._events import Event, Report, SegmentFinished, SegmentStarted, parse_event
 from records._instance import Instance, InstanceState
-from records._segment import Segment
+from records._segment import TIMEOUT_EXIT_CODE, Segment
 
 __all__ = [
     "Event",
@@ -12,5 +12,6 @@ __all__ = [
     "Segment",
     "SegmentFinished",
     "SegmentStarted",
+    "TIMEOUT_EXIT_CODE",
     "parse_event",
 ]

@@ -6,6 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# A worker exits with this status (EX_TEMPFAIL) after giving up on a trainable that hung past
+# its segment's timeout; a VM's startup script then starts the worker again.
+TIMEOUT_EXIT_CODE = 75
+
 
 class Segment(BaseModel):
     """Train trial ``trial_id`` from ``start_step`` (exclusive) to ``stop_step`` (inclusive).
@@ -28,4 +32,8 @@ class Segment(BaseModel):
     checkpoint_dir: str
     events_key: str = Field("", description="where the worker sends events (set by the executor)")
     stop_key: str = Field("", description="where stop requests are read (set by the executor)")
+    heartbeat_key: str = Field("", description="where the worker beats while the segment runs "
+                               "(set by the executor; the controller's lease on it)")
+    timeout_s: float | None = Field(None, gt=0, description="the segment fails when it runs "
+                                    "longer than this (the sweep's segment_timeout)")
     submitted_at: float = 0.0

@@ -32,7 +32,10 @@ GONE = {"shutting-down", "terminated", "stopping", "stopped"}
 
 
 class _Metadata(BaseHTTPRequestHandler):
-    """IMDSv2 for many instances: ``/<instance-id>/latest/...``."""
+    """IMDSv2 for many instances: ``/<instance-id>/latest/...``; ``spot/instance-action`` is
+    404 until the test gives the instance its interruption notice (as EC2 does)."""
+
+    notices: dict[str, str] = {}
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
         pass
@@ -56,6 +59,8 @@ class _Metadata(BaseHTTPRequestHandler):
             self._reply(401, "")
         elif rest == "latest/meta-data/instance-id":
             self._reply(200, iid)
+        elif rest == "latest/meta-data/spot/instance-action" and iid in self.notices:
+            self._reply(200, self.notices[iid])
         else:
             self._reply(404, "")
 
@@ -91,7 +96,8 @@ class Vms:
         import boto3
 
         self._ec2 = boto3.client("ec2", region_name=self.region, endpoint_url=self.moto_url)
-        self._meta = ThreadingHTTPServer(("127.0.0.1", 0), _Metadata)
+        self._handler = type("Metadata", (_Metadata,), {"notices": {}})
+        self._meta = ThreadingHTTPServer(("127.0.0.1", 0), self._handler)
         self._meta.daemon_threads = True
         threading.Thread(target=self._meta.serve_forever, daemon=True).start()
         self.metadata_url = f"http://127.0.0.1:{self._meta.server_address[1]}"
@@ -157,6 +163,7 @@ class Vms:
         env.update({
             "ELASTUNE_METADATA_URL": f"{self.metadata_url}/{iid}",
             "ELASTUNE_VM_DIR": str(vm_dir),
+            "ELASTUNE_NOTICE_POLL_S": "0.3",
             "PATH": f"{self._sbin}{os.pathsep}{env.get('PATH', '')}",
             # The user's code, as the install spec would put it on the VM.
             "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p),
@@ -167,6 +174,12 @@ class Vms:
         return Vm(iid, vm_dir, script, process)
 
     # -- what tests use -----------------------------------------------------------------------
+    def give_notice(self, instance_id: str) -> None:
+        """EC2's two-minute warning before it takes a spot instance back."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
+        self._handler.notices[instance_id] = (
+            '{"action": "terminate", "time": "' + when + '"}')
+
     def running(self) -> list[Vm]:
         return [vm for vm in self.vms.values() if vm.process.poll() is None]
 

@@ -508,3 +508,25 @@ def test_code_bundle_in_a_folder(tmp_path):
     spec = write_bundle(_scaled(5), str(path))
     assert spec == f"bundle:{path}" and path.is_file()
     assert load_trainable(spec)({"x": 2}) == 10
+
+
+def test_live_spot_prices_come_from_the_spot_price_history(aws):
+    p = provider(aws, live_spot_prices=True)
+    history = aws.client("ec2").describe_spot_price_history(
+        InstanceTypes=["g4dn.xlarge"], ProductDescriptions=["Linux/UNIX"])["SpotPriceHistory"]
+    newest: dict[str, float] = {}
+    for row in history:
+        newest.setdefault(row["AvailabilityZone"], float(row["SpotPrice"]))
+    assert newest, "the endpoint reports no spot price"
+    price = p.price_per_hour("g4dn.xlarge", spot=True)
+    assert price == pytest.approx(max(newest.values()))      # the dearest allowed zone
+    (out,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "exp1"})
+    assert out.price_per_hour == pytest.approx(price)         # what the ledger will charge
+    assert p.price_per_hour("g4dn.xlarge") == pytest.approx(0.526)   # on demand: the catalog
+    assert len(aws.requests("DescribeSpotPriceHistory")) == 1       # cached
+
+
+def test_live_spot_prices_fall_back_to_the_catalog(aws):
+    aws.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", status=403)
+    p = provider(aws, live_spot_prices=True)
+    assert p.price_per_hour("g4dn.xlarge", spot=True) == pytest.approx(0.21)

@@ -246,3 +246,59 @@ def test_a_killed_controller_leaves_no_instance(cloud, tmp_path):
     assert vms.wait_all_gone(30)
     assert all(vms.vms[i].powered_off for i in booted)
     assert "controller gone" in "".join(vms.vms[i].log for i in booted)
+
+
+def test_a_spot_interruption_notice_moves_the_segment_before_the_vm_goes(cloud, tmp_path):
+    aws, broker, vms = cloud
+    exp = tmp_path / "exp"
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["result"] = tune(_sweep(aws, trials=9, sleep=1.0), time_budget="60s",
+                                 cost_budget=2.0, experiment_dir=exp, broker_url=broker.url)
+        except BaseException as exc:  # surfaced by the assertions below
+            out["error"] = exc
+
+    def last_rung_running() -> dict | None:
+        seg = _running_segment_past_rung0(exp)
+        return seg if seg is not None and seg["start_step"] == 3 else None
+
+    controller = threading.Thread(target=run)
+    controller.start()
+    seg = _wait(last_rung_running, 180, "the last rung's segment running")
+    victim = seg["instance_id"]
+    vms.give_notice(victim)                  # EC2's two-minute warning, on the VM's IMDS
+
+    def evacuated() -> dict | None:
+        store = Store(exp, readonly=True)
+        try:
+            row = next(s for s in store.segments(seg["trial_id"])
+                       if s["segment_id"] == seg["segment_id"])
+        finally:
+            store.close()
+        return row if row["state"] == "preempted" else None
+
+    moved = _wait(evacuated, 60, "the segment stopped ahead of the interruption")
+    aws.interrupt_spot(victim)               # then the cloud takes the VM
+    controller.join(timeout=240)
+    assert not controller.is_alive(), "the sweep did not end"
+    assert "error" not in out, out.get("error")
+    result = out["result"]
+    assert result.state == "finished", result.status
+
+    # It stopped mid-segment with a checkpoint, and the trial went on from that checkpoint on
+    # another VM: no step run twice, none skipped, no failure counted.
+    assert seg["start_step"] < moved["last_step"] < 9
+    assert moved["checkpoint_step"] == moved["last_step"]
+    store = Store(exp, readonly=True)
+    later = [s for s in store.segments(seg["trial_id"]) if s["start_step"] == moved["last_step"]]
+    assert later and later[0]["state"] == "done" and later[0]["instance_id"] != victim
+    steps = [r["step"] for r in store.reports(seg["trial_id"])]
+    assert steps == list(range(1, 10))
+    trial = store.trial(seg["trial_id"])
+    assert trial["state"] == "completed" and trial["failures"] == 0
+    instances = {i["instance_id"]: i for i in store.instances()}
+    assert instances[victim]["preempted"]
+    assert _live_instances(aws) == []
+    assert vms.wait_all_gone(30)

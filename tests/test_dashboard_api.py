@@ -324,6 +324,44 @@ def test_a_token_is_required_of_every_request(root):
     assert fresh.get("/api/e/digits/summary").status_code == 200
 
 
+def test_every_way_of_giving_the_token_is_checked(root):
+    urls = ("/", "/e/digits", "/api/experiments", "/api/e/digits/summary",
+            "/static/plotly.min.js", "/static/dashboard.js", "/no/such/page")
+    right = {"query": ({"params": {"token": "s3cret"}}, None),
+             "bearer": ({"headers": {"Authorization": "Bearer s3cret"}}, None),
+             "header": ({"headers": {"X-Elastune-Token": "s3cret"}}, None),
+             "cookie": ({}, "s3cret")}
+    for how, (kwargs, cookie) in right.items():
+        client = TestClient(make_app(root, token="s3cret"))
+        if cookie is not None:
+            client.cookies.set("elastune_token", cookie)
+        for url in urls[:-1]:
+            assert client.get(url, **kwargs).status_code == 200, (how, url)
+        assert client.get(urls[-1], **kwargs).status_code == 404, how
+    for url in urls:
+        bare = TestClient(make_app(root, token="s3cret"))
+        assert bare.get(url).status_code == 401, url
+        # Another auth scheme, or an empty token, is no token.
+        assert bare.get(url, headers={"Authorization": "Basic czNjcmV0"}).status_code == 401
+        assert bare.get(url, params={"token": ""}).status_code == 401
+        for wrong in ("s3cre", "s3cret ", "S3CRET", "s3cret\u00e9"):
+            assert bare.get(url, params={"token": wrong}).status_code == 403, (url, wrong)
+            if wrong.isascii():   # (an HTTP client sends only ASCII headers)
+                assert bare.get(url, headers={"Authorization": f"Bearer {wrong}"}
+                                ).status_code == 403
+        for wrong in ("s3cre", "S3CRET", "s3cretX"):
+            cookie = TestClient(make_app(root, token="s3cret"))
+            cookie.cookies.set("elastune_token", wrong)
+            assert cookie.get(url).status_code == 403, (url, wrong)
+        # A wrong token in the query is not rescued by a right one elsewhere, and sets no
+        # cookie.
+        reply = bare.get(url, params={"token": "nope"}, headers={"X-Elastune-Token": "s3cret"})
+        assert reply.status_code == 403 and "set-cookie" not in reply.headers
+    # Nothing of the data leaks in a refusal.
+    refused = TestClient(make_app(root, token="s3cret")).get("/api/experiments")
+    assert set(refused.json()) == {"detail"} and "digits" not in refused.text
+
+
 def test_a_non_loopback_host_needs_a_token(root, capsys):
     with pytest.raises(ConfigError) as err:
         serve(root, host="0.0.0.0", port=8265)

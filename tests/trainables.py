@@ -41,3 +41,48 @@ def nan_reporter(params, ctx):
     for step in ctx.steps():
         ctx.report(step, score=float("nan") if params["x"] > 0.5 else params["x"])
     ctx.checkpoint(None)
+
+
+def careless(params, ctx):
+    """``quadratic``, written the way a careless trainable might be: it prints its
+    environment and command line to the worker's log and keeps them in its checkpoint. The
+    broker password must not be there to find."""
+    import json
+    import sys
+
+    seen = {"env": dict(os.environ), "argv": list(sys.argv)}
+    print(json.dumps(seen), flush=True)
+    for step in ctx.steps():
+        ctx.report(step, score=-(params["x"] - 0.3) ** 2 + step / 100.0)
+    ctx.checkpoint(seen)
+
+
+def counted(params, ctx):
+    """``quadratic`` that also logs, per run, every report it sent and whether it ended, to
+    ``params["log"]/<pid>-<n>.txt``: the tests compare the store against what was emitted."""
+    import uuid
+    from pathlib import Path
+
+    log = Path(params["log"]) / f"{uuid.uuid4().hex}.txt"
+    with open(log, "a") as f:
+        f.write(f"start {ctx.trial_id} {ctx.start_step}\n")
+        f.flush()
+        for step in ctx.steps():
+            time.sleep(float(params.get("sleep", 0.0)))
+            ctx.report(step, score=-(params["x"] - 0.3) ** 2 + step / 100.0)
+            f.write(f"report {step}\n")
+            f.flush()
+        ctx.checkpoint({"at": ctx.current_step})
+        f.write("end\n")
+
+
+def stuck(params, ctx):
+    """``kind`` ok: a normal trial; slow: each step takes ``sleep`` s but it stops when asked;
+    hang: at step 2 it blocks for good, deaf to stop requests."""
+    for step in ctx.steps():
+        if params["kind"] == "hang" and step == 2:
+            time.sleep(3600)
+        if params["kind"] == "slow":
+            time.sleep(float(params.get("sleep", 1.0)))
+        ctx.report(step, score=float(step) + (1.0 if params["kind"] == "ok" else 0.0))
+    ctx.checkpoint({"at": ctx.current_step})

@@ -28,15 +28,24 @@ from tuner._errors import ConfigError
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
 
 SAMPLERS = ("tpe", "random", "grid")
+# More trials than any sweep runs; the planner's search grows with it, so it is bounded here.
+MAX_TRIALS = 1_000_000
+# Values a sweep file may expand to (a YAML alias repeats its anchor's whole node).
+MAX_YAML_VALUES = 1_000_000
+# Steps of one trial (each one reported), and seconds of one step, setup or boot in a profile:
+# beyond these the planner's arithmetic loses whole seconds, and no sweep gets near them.
+MAX_STEPS = 10**9
+MAX_PROFILE_S = 365 * 86400.0
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # The keys a user writes at the top of a sweep; ``time_budget``/``cost_budget`` are the keyword
 # spellings of ``tune``, ``time_budget_s``/``cost_budget_usd``/``base_dir`` what the model stores.
 TOP_LEVEL_KEYS = (
     "name", "trainable", "metric", "mode", "space", "scheduler", "num_trials", "sampler",
-    "provider", "budget", "seed", "gpus_per_trial", "max_failures", "profile",
+    "provider", "budget", "seed", "gpus_per_trial", "max_failures", "segment_timeout", "profile",
 )  # fmt: skip
-_ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir")
+_ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir",
+                  "segment_timeout_s")
 
 
 def _check_keys(data: Mapping, allowed: Iterable[str], prefix: str, shown: Iterable[str]) -> None:
@@ -50,6 +59,13 @@ def _check_keys(data: Mapping, allowed: Iterable[str], prefix: str, shown: Itera
             close = difflib.get_close_matches(key, shown, n=1)
             message = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
         raise ConfigError(f"{prefix}{key}", f"{message}; allowed: {', '.join(shown)}")
+
+
+def _string_keys(data: Any, prefix: str, shown: Iterable[str]) -> None:
+    """Refuse keys that are not strings (YAML allows ``1:`` or ``null:``) before pydantic hands
+    a model's input to its ``__init__`` as keyword arguments, where they raise TypeError."""
+    if isinstance(data, Mapping):
+        _check_keys({k: None for k in data if not isinstance(k, str)}, (), prefix, shown)
 
 
 def _given(value: object) -> str:
@@ -95,6 +111,7 @@ class _Model(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     _key: ClassVar[str] = ""  # where this section sits in a sweep, for error fields
+    _shown_keys: ClassVar[tuple[str, ...]] = ()  # the keys an error lists (default: the fields)
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -104,6 +121,7 @@ class _Model(BaseModel):
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _string_keys(obj, f"{cls._key}." if cls._key else "", cls._shown_keys or cls.model_fields)
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
@@ -130,8 +148,8 @@ class SchedulerConfig(_Section):
     _key: ClassVar[str] = "scheduler"
 
     type: Literal["asha", "sha", "hyperband"] = "asha"
-    min_resource: int = Field(1, ge=1, strict=True)
-    max_resource: int = Field(ge=1, strict=True)
+    min_resource: int = Field(1, ge=1, le=MAX_STEPS, strict=True)
+    max_resource: int = Field(ge=1, le=MAX_STEPS, strict=True)
     reduction_factor: int = Field(3, ge=2, strict=True)
 
     @field_validator("max_resource")
@@ -185,6 +203,9 @@ class ProviderConfig(_Section):
     register_timeout_s: float = Field(900.0, gt=0, strict=True, allow_inf_nan=False)
     # A VM whose controller has been gone this long (no heartbeat) powers itself off.
     orphan_timeout_s: float = Field(300.0, gt=0, strict=True, allow_inf_nan=False)
+    # A running segment whose worker has not beaten this long is given up (STALE), re-run
+    # from its last checkpoint elsewhere, and its worker's instance replaced.
+    heartbeat_timeout_s: float = Field(120.0, gt=0, strict=True, allow_inf_nan=False)
 
     @property
     def follows_plan(self) -> bool:
@@ -239,10 +260,11 @@ class ProfileConfig(_Section):
 
     _key: ClassVar[str] = "profile"
 
-    seconds_per_step: float = Field(1.0, gt=0, strict=True, allow_inf_nan=False)
-    setup_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
-    checkpoint_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
-    restore_s: float = Field(0.0, ge=0, strict=True, allow_inf_nan=False)
+    seconds_per_step: float = Field(1.0, gt=0, le=MAX_PROFILE_S, strict=True,
+                                    allow_inf_nan=False)
+    setup_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
+    checkpoint_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
+    restore_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
     boot_s: tuple[float, float] | None = None
     speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] = "linear"
 
@@ -250,7 +272,12 @@ class ProfileConfig(_Section):
     @classmethod
     def _boot_range(cls, value: Any) -> tuple[float, float] | None:
         def number(v: Any) -> bool:
-            return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                return False
+            try:
+                return math.isfinite(v)
+            except OverflowError:  # an int too large for a float
+                return False
 
         if value is None:
             return None
@@ -267,6 +294,10 @@ class ProfileConfig(_Section):
         if low < 0 or high < low:
             raise ConfigError(
                 "profile.boot_s", f"must be 0 <= low <= high; got {_given(value)}"
+            )
+        if high > MAX_PROFILE_S:
+            raise ConfigError(
+                "profile.boot_s", f"must be <= {MAX_PROFILE_S:g} s; got {_given(value)}"
             )
         return (float(low), float(high))
 
@@ -407,7 +438,7 @@ class SweepConfig(_Model):
     mode: Literal["min", "max"] = "max"
     space: dict[str, Any]
     scheduler: SchedulerConfig
-    num_trials: int | None = Field(None, ge=1, strict=True)
+    num_trials: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
     sampler: Literal["tpe", "random", "grid"] | BaseSampler = "tpe"
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
@@ -416,9 +447,12 @@ class SweepConfig(_Model):
     seed: int | None = Field(None, ge=0, lt=2**32, strict=True)
     gpus_per_trial: int = Field(1, ge=0, strict=True)
     max_failures: int = Field(3, ge=0, strict=True)
+    # A segment running longer than this fails (counted against max_failures); None: no limit.
+    segment_timeout_s: float | None = None
     # The sweep YAML's directory: relative imports and paths resolve from it. Not part of the
     # sweep's identity, so model_dump leaves it out.
     base_dir: Path | None = Field(None, exclude=True)
+    _shown_keys: ClassVar[tuple[str, ...]] = TOP_LEVEL_KEYS
 
     @model_validator(mode="before")
     @classmethod
@@ -445,6 +479,11 @@ class SweepConfig(_Model):
         cost_source = _one_source(costs, "cost budget")
         data["time_budget_s"] = parse_duration(*time_source[::-1]) if time_source else None
         data["cost_budget_usd"] = parse_money(*cost_source[::-1]) if cost_source else None
+        timeouts = [(k, data.pop(k)) for k in ("segment_timeout", "segment_timeout_s")
+                    if k in data]
+        timeout_source = _one_source(timeouts, "segment timeout")
+        data["segment_timeout_s"] = (parse_duration(*timeout_source[::-1]) if timeout_source
+                                     else None)
         if data.get("name") is None:
             data["name"] = _default_name(data.get("trainable"))
         if data.get("provider") is None:
@@ -454,6 +493,14 @@ class SweepConfig(_Model):
         if data.get("profile") is None:
             data.pop("profile", None)
         return data
+
+    @field_validator("scheduler", "provider", "profile", mode="before")
+    @classmethod
+    def _section_string_keys(cls, value: Any, info: Any) -> Any:
+        section = {"scheduler": SchedulerConfig, "provider": ProviderConfig,
+                   "profile": ProfileConfig}[info.field_name]
+        _string_keys(value, f"{info.field_name}.", section.model_fields)
+        return value
 
     @field_validator("name")
     @classmethod
@@ -595,6 +642,7 @@ class SweepConfig(_Model):
             "seed": self.seed,
             "gpus_per_trial": self.gpus_per_trial,
             "max_failures": self.max_failures,
+            "segment_timeout": self.segment_timeout_s,
             "profile": self.profile.model_dump(mode="json"),
             "base_dir": None if self.base_dir is None else str(self.base_dir),
         }
@@ -629,6 +677,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError("config", f"cannot read {os.fspath(path)!r}: {exc}") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise ConfigError("config", f"{os.fspath(path)!r} is nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -642,7 +692,43 @@ def _read_yaml(path: Path) -> dict[str, Any]:
             f"{os.fspath(path)!r} must hold a mapping of sweep keys "
             f"({', '.join(TOP_LEVEL_KEYS)}); got {type(data).__name__}",
         )
+    size = _expanded_size(data, MAX_YAML_VALUES)
+    if size is None:
+        raise ConfigError("config", f"{os.fspath(path)!r} holds a node that contains itself "
+                          "(an alias inside its own anchor)")
+    if size > MAX_YAML_VALUES:
+        raise ConfigError("config", f"{os.fspath(path)!r} expands to more than "
+                          f"{MAX_YAML_VALUES} values (through its aliases)")
     return data
+
+
+def _expanded_size(root: Any, limit: int) -> int | None:
+    """How many values ``root`` holds, a node shared through YAML aliases counted each time it
+    appears (capped just above ``limit``); None when a node contains itself. Iterative, so
+    any depth is fine."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        children = ([*node.keys(), *node.values()] if isinstance(node, dict)
+                    else node if isinstance(node, list) else None)
+        if children is None:
+            continue
+        key = id(node)
+        if closing:
+            total = 1 + sum(sizes.get(id(c), 1) for c in children)
+            sizes[key] = min(total, limit + 1)
+            open_.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            return None
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if isinstance(c, dict | list))
+    return sizes.get(id(root), 1)
 
 
 def _provider_type(provider: Any) -> Any:
@@ -725,4 +811,7 @@ def load_sweep(
             f"got {type(config).__name__}",
         )
     _apply_overrides(data, overrides)
-    return SweepConfig.model_validate(data)
+    try:
+        return SweepConfig.model_validate(data)
+    except RecursionError:
+        raise ConfigError("config", "is nested too deeply to be a sweep") from None

@@ -10,6 +10,7 @@ simulated clock, executor and provider.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from tuner._sampling import Sampler
 from tuner._store import Store
 from tuner.schedulers import Job, Scheduler, TrialStatus
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -53,6 +56,9 @@ class RunSpec:
     spot: bool = False
     # A resumed sweep: wall time its earlier runs used (the time budget is for all of them).
     elapsed_before_s: float = 0.0
+    # A segment running longer than this fails (the trainable's fault: counts against
+    # max_failures); None: no limit.
+    segment_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,11 @@ class Settings:
     prior_s_per_step: float = 1.0    # step time assumed before any segment was measured
     spend_every_s: float = 1.0       # how often spend is written to the store
     instance_check_s: float = 1.0    # how often the provider is asked which instances live
+    # The lease on a running segment: renewed whenever its worker's heartbeat count moves (or
+    # an event of it arrives); one that lapses is given up as STALE, re-run from the trial's
+    # last checkpoint under a new segment id, and its instance replaced.
+    heartbeat_timeout_s: float = math.inf
+    notice_check_s: float = 1.0      # how often spot interruption notices are read
     # ``elastune stop DIR`` creates this file; the sweep then stops as on Ctrl-C (segments
     # get their grace to checkpoint, instances are terminated, results are kept).
     stop_file: Path | None = None
@@ -91,6 +102,8 @@ class _Running:
     instance_id: str
     slots: int
     started_at: float | None = None
+    renewed_at: float = 0.0            # the lease: when the worker last showed life
+    beat: int | None = None            # the heartbeat count seen then
 
 
 @dataclass
@@ -158,6 +171,12 @@ class Controller:
         self._started_at = 0.0
         self._run_started = 0.0
         self._last_stop_check = -math.inf
+        self._ever_ready = False
+        self._last_notice_check = -math.inf
+        # Spot VMs the cloud warned it will take back: no new work; their segments were asked
+        # to stop and checkpoint (``_evacuating``); a replacement was launched at the notice.
+        self._noticed: set[str] = set()
+        self._evacuating: set[str] = set()
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -260,6 +279,7 @@ class Controller:
                 self._booting.discard(iid)
             elif self.executor.ready(inst):
                 self._booting.discard(iid)
+                self._ever_ready = True
                 self.ready.add(iid)
                 self._has_free.add(iid)
             elif now - inst.launched_at > self.settings.register_timeout_s:
@@ -268,7 +288,10 @@ class Controller:
             # Never registered: pay for no more of it, and ask for a replacement.
             self._terminate(stuck, now)
             self._launch(len(stuck), required=False)
-        if not self.ready and now - self._run_started > self.settings.boot_timeout_s:
+        # Only a sweep that never had a worker fails for it (a bad image, an unreachable
+        # broker); one whose cluster is empty for a while (a preemption storm, no capacity)
+        # keeps asking for VMs until its budgets end it.
+        if not self._ever_ready and now - self._run_started > self.settings.boot_timeout_s:
             raise RuntimeError(
                 f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
                 "see the worker logs in the experiment directory")
@@ -322,7 +345,7 @@ class Controller:
     def _free_instance(self, slots_needed: int) -> Instance | None:
         best, best_free = None, -1
         for iid in self._has_free:
-            if iid in self._draining:
+            if iid in self._draining or iid in self._noticed:
                 continue
             inst = self.instances[iid]
             free = inst.slots - self.used_slots[iid]
@@ -387,8 +410,9 @@ class Controller:
             trainable=self.spec.trainable, params=trial.params, start_step=trial.step,
             stop_step=job.to_step, gpus=self.spec.gpus_per_trial,
             checkpoint_dir=f"{str(self.spec.checkpoint_root).rstrip('/')}/{trial.trial_id}",
-            submitted_at=now)
-        self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots)
+            timeout_s=self.spec.segment_timeout_s, submitted_at=now)
+        self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots,
+                                                    renewed_at=now)
         self.used_slots[inst.instance_id] += slots
         if self.used_slots[inst.instance_id] >= inst.slots:
             self._has_free.discard(inst.instance_id)
@@ -400,11 +424,14 @@ class Controller:
 
     # -- events -----------------------------------------------------------------------------
     def _handle(self, events: list[Event]) -> None:
-        rows = []
+        rows: list[tuple[Any, ...]] = []
+        now = self.clock.now() if events else 0.0
         for event in events:
             if isinstance(event, Report):
-                if event.segment_id not in self.running:
+                run = self.running.get(event.segment_id)
+                if run is None:
                     continue
+                run.renewed_at = now
                 value = event.metrics.get(self.spec.metric)
                 trial = self.trials[event.trial_id]
                 if value is not None:
@@ -414,6 +441,22 @@ class Controller:
             elif isinstance(event, SegmentStarted):
                 run = self.running.get(event.segment_id)
                 if run is not None:
+                    run.renewed_at = now
+                    if run.started_at is not None:
+                        # Delivered again (its worker process died and the message went back,
+                        # as acks_late wants): it re-runs from the trial's last checkpoint, so
+                        # what the first run reported is superseded.
+                        if rows:
+                            self.store.add_reports(rows)
+                            rows = []
+                        self.store.drop_reports(event.segment_id)
+                        trial = self.trials[run.segment.trial_id]
+                        trial.last_report = {s: v for s, v in trial.last_report.items()
+                                             if s <= trial.step}
+                        self.store.update_segment(event.segment_id, state="running",
+                                                  started_at=event.ts)
+                        run.started_at = event.ts
+                        continue
                     run.started_at = event.ts
                     self.latencies.append(event.ts - run.segment.submitted_at)
                     self.store.update_segment(event.segment_id, state="running",
@@ -466,12 +509,24 @@ class Controller:
         elif event.status == "ended":
             self.store.journal_add("end", trial.trial_id, trial.step, value)
             self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
+        elif event.status == "stopped" and seg.segment_id in self._evacuating:
+            # Stopped ahead of a spot interruption, checkpoint taken: it continues elsewhere.
+            self._evacuating.discard(seg.segment_id)
+            self.store.update_segment(seg.segment_id, state="preempted")
+            self._job_lost(trial.trial_id)
+            self._set_trial_state(trial, "paused", now)
+            return
         elif event.status == "stopped":
             self._set_trial_state(trial, "stopped", now)
             return
         elif event.status == "failed":
             trial.failures += 1
             if trial.failures <= self.spec.max_failures:
+                # Retried from the trial's last checkpoint: the retry's reports supersede
+                # this run's (a trial that fails for good keeps its last run's curve).
+                self.store.drop_reports(seg.segment_id)
+                trial.last_report = {s: v for s, v in trial.last_report.items()
+                                     if s <= trial.step}
                 self._job_lost(trial.trial_id)
             else:
                 self.store.journal_add("end", trial.trial_id, trial.step, value, flag=True)
@@ -509,9 +564,14 @@ class Controller:
         if self._launch_backlog and now >= self._retry_launch_at:
             backlog, self._launch_backlog = self._launch_backlog, 0
             self._launch(backlog, required=False)
+        if self.spec.spot and now - self._last_notice_check >= self.settings.notice_check_s:
+            self._last_notice_check = now
+            self._check_notices(now)
         if now - self._last_instance_check >= self.settings.instance_check_s:
             self._last_instance_check = now
             self._check_instances(now)
+            if self.running and math.isfinite(self.settings.heartbeat_timeout_s):
+                self._check_leases(self.clock.now())
         if now - self._last_spend_write >= self.settings.spend_every_s:
             self._last_spend_write = now
             self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
@@ -591,7 +651,12 @@ class Controller:
                     self.instances[inst.instance_id] = known.model_copy(
                         update={"state": inst.state})
                 continue
-            lost += 1
+            if lost == 0:
+                # What its worker sent before it went (a timed-out segment's failure, say) is
+                # read first, so the segment ends as the worker said, not as lost.
+                self._handle(self.executor.poll(0.0))
+            if inst.instance_id not in self._noticed:
+                lost += 1                # (a noticed one was replaced at its notice)
             self.instances[inst.instance_id] = inst
             self.ready.discard(inst.instance_id)
             self._has_free.discard(inst.instance_id)
@@ -600,23 +665,74 @@ class Controller:
             self.ledger.close(inst.instance_id, end)
             self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))
             for seg_id, run in list(self.running.items()):
-                if run.instance_id != inst.instance_id:
-                    continue
-                del self.running[seg_id]
-                # Training resumes from the trial's last checkpoint: what this segment
-                # reported after it is superseded by the re-run.
-                self.store.drop_reports(seg_id)
-                # A preempted VM is the cloud's doing, not the trial's: neither counts
-                # against the trial's failure budget; the state says which it was.
-                self.store.update_segment(seg_id, state="preempted" if inst.preempted else "lost",
-                                          finished_at=now)
-                trial = self.trials[run.segment.trial_id]
-                trial.last_report = {s: v for s, v in trial.last_report.items()
-                                     if s <= trial.step}
-                self._job_lost(trial.trial_id)
-                self._set_trial_state(trial, "paused", now)
+                if run.instance_id == inst.instance_id:
+                    # A preempted VM is the cloud's doing, not the trial's: neither counts
+                    # against the trial's failure budget; the state says which it was.
+                    self._give_up(seg_id, "preempted" if inst.preempted else "lost", now)
         if lost:
             self._launch(lost, required=False)
+
+    def _check_notices(self, now: float) -> None:
+        """Act on spot interruption notices before the VM goes: stop giving it work, ask its
+        segments to stop and checkpoint (each then resumes elsewhere from that checkpoint,
+        as PREEMPTED), and launch its replacement now rather than after it is gone."""
+        fresh = [iid for iid in self.executor.notices()
+                 if iid not in self._noticed and iid in self.instances
+                 and self.instances[iid].state != InstanceState.TERMINATED]
+        if not fresh:
+            return
+        for iid in fresh:
+            self._noticed.add(iid)
+            self._has_free.discard(iid)
+            segs = [seg_id for seg_id, run in self.running.items() if run.instance_id == iid]
+            log.warning("interruption notice for %s: evacuating %d segment(s)", iid, len(segs))
+            self._evacuating.update(segs)
+            self.executor.request_stop(segs)
+        self._launch(len(fresh), required=False)
+
+    def _give_up(self, seg_id: str, state: str, now: float) -> None:
+        """A running segment is lost to the infrastructure (``lost``, ``preempted``,
+        ``stale``): the trial goes back to the scheduler, not counted as a failure, and
+        training resumes from its last checkpoint, so what the segment reported after it is
+        superseded by the re-run."""
+        run = self.running.pop(seg_id)
+        self.store.drop_reports(seg_id)
+        self.store.update_segment(seg_id, state=state, finished_at=now)
+        trial = self.trials[run.segment.trial_id]
+        trial.last_report = {s: v for s, v in trial.last_report.items() if s <= trial.step}
+        self._job_lost(trial.trial_id)
+        self._set_trial_state(trial, "paused", now)
+
+    def _check_leases(self, now: float) -> None:
+        """Renew the lease of every segment whose worker beat since the last look; give up
+        those whose lease lapsed, and replace the instances they ran on (a worker that
+        stopped beating is dead or hung: its VM is paid for nothing)."""
+        beats = self.executor.heartbeats()
+        lapsed: dict[str, list[str]] = {}
+        for seg_id, run in self.running.items():
+            beat = beats.get(seg_id)
+            if beat is not None and beat != run.beat:
+                run.beat, run.renewed_at = beat, now
+            elif now - run.renewed_at > self.settings.heartbeat_timeout_s:
+                lapsed.setdefault(run.instance_id, []).append(seg_id)
+        if not lapsed:
+            return
+        # Late events of these segments are ignored from now on; a worker that comes back
+        # finds them in the stop set and does not start them again.
+        self.executor.request_stop([s for ids in lapsed.values() for s in ids])
+        for iid, seg_ids in lapsed.items():
+            log.warning("no heartbeat from %s for %.0f s: giving up %s and replacing it",
+                        iid, self.settings.heartbeat_timeout_s, ", ".join(seg_ids))
+            for seg_id in seg_ids:
+                run = self.running[seg_id]
+                self.used_slots[iid] -= run.slots
+                self.ledger.release(iid, seg_id)
+                self._give_up(seg_id, "stale", now)
+            for seg_id, run in list(self.running.items()):
+                if run.instance_id == iid:
+                    self._give_up(seg_id, "lost", now)
+        self._terminate(list(lapsed), now)
+        self._launch(len(lapsed), required=False)
 
     # -- the end ----------------------------------------------------------------------------
     def _shutdown(self, state: str, reason: str, message: str | None) -> float:

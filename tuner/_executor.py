@@ -8,10 +8,11 @@ replays learning curves on a simulated clock.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Protocol
 
 from records import Event, Instance, Segment, parse_event
-from worker import REGISTRY_KEY, TASK_NAME, BrokerAddress, make_app
+from worker import NOTICE_KEY, REGISTRY_KEY, RIDE_OUT_S, TASK_NAME, BrokerAddress, make_app
 
 
 class Executor(Protocol):
@@ -27,6 +28,15 @@ class Executor(Protocol):
         """Whether the instance's worker has registered and takes segments."""
         ...
 
+    def heartbeats(self) -> Mapping[str, int]:
+        """A count per running segment that moves while its worker is alive and working on
+        it; the controller renews the segment's lease when it moves."""
+        ...
+
+    def notices(self) -> set[str]:
+        """Instances whose cloud gave notice it will take them back (spot interruptions)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -38,19 +48,25 @@ def stop_key(experiment_id: str) -> str:
     return f"elastune:{experiment_id}:stop"
 
 
+def heartbeat_key(experiment_id: str) -> str:
+    return f"elastune:{experiment_id}:beats"
+
+
 class CeleryExecutor:
     def __init__(self, address: BrokerAddress, experiment_id: str) -> None:
         self._address = address
         self._app = make_app(address)
-        self._redis = address.client()
+        self._redis = address.client(ride_out_s=RIDE_OUT_S)
         self.events_key = events_key(experiment_id)
         self.stop_key = stop_key(experiment_id)
+        self.heartbeat_key = heartbeat_key(experiment_id)
         self._last_id = "0-0"
         self._trim_to: str | None = None
 
     def submit(self, segment: Segment, instance: Instance) -> None:
         segment = segment.model_copy(update={"events_key": self.events_key,
-                                             "stop_key": self.stop_key})
+                                             "stop_key": self.stop_key,
+                                             "heartbeat_key": self.heartbeat_key})
         self._app.send_task(TASK_NAME, args=[segment.model_dump()], queue=instance.queue)
 
     def poll(self, timeout_s: float) -> list[Event]:
@@ -78,7 +94,15 @@ class CeleryExecutor:
         raw = self._redis.hget(REGISTRY_KEY, instance.instance_id)
         return raw is not None and json.loads(raw).get("queue") == instance.queue
 
+    def notices(self) -> set[str]:
+        return {k.decode() if isinstance(k, bytes) else k
+                for k in self._redis.hkeys(NOTICE_KEY)}
+
+    def heartbeats(self) -> dict[str, int]:
+        return {(k.decode() if isinstance(k, bytes) else k): int(v)
+                for k, v in self._redis.hgetall(self.heartbeat_key).items()}
+
     def close(self) -> None:
-        self._redis.delete(self.stop_key)
+        self._redis.delete(self.stop_key, self.heartbeat_key)
         self._redis.close()
         self._app.close()

@@ -76,7 +76,9 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
             "rediss://:PASSWORD@broker.example.com:6380/0 (the embedded one listens on a "
             "local socket only)")
     if not address.password:
-        raise ConfigError("broker_url", "a broker that VMs reach needs a password")
+        # Also with insecure_broker: the VMs read the password from the cloud's secret store.
+        raise ConfigError("broker_url", f"{address.redacted}: a broker that VMs reach needs a "
+                          "password")
     if sweep.provider.storage is None:
         bucket = "s3://my-bucket/elastune" if sweep.provider.type == "aws" else \
             "gs://my-bucket/elastune"
@@ -88,17 +90,20 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
 def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
                  trainable: str, code_roots: list[str], preload: list[str],
                  bundle_fn: Callable[..., Any] | None, instance_type: str | None,
-                 clock: RealClock) -> Workers:
+                 clock: RealClock, *, insecure_broker: bool = False) -> Workers:
+    """``insecure_broker``: the user accepted a broker that ``check_broker`` would refuse; the
+    workers are told so (``elastune worker --insecure``), or they would refuse it too."""
     if sweep.provider.type == "local":
         return _local(sweep, address, experiment_id, exp_dir, trainable, code_roots, preload,
-                      bundle_fn, clock)
+                      bundle_fn, clock, insecure_broker)
     return _cloud(sweep, address, experiment_id, trainable, preload, bundle_fn, instance_type,
-                  clock)
+                  clock, insecure_broker)
 
 
 def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
            trainable: str, code_roots: list[str], preload: list[str],
-           bundle_fn: Callable[..., Any] | None, clock: RealClock) -> Workers:
+           bundle_fn: Callable[..., Any] | None, clock: RealClock,
+           insecure_broker: bool = False) -> Workers:
     from worker import write_bundle
 
     if bundle_fn is not None:
@@ -107,9 +112,11 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
     provider = LocalProvider(
         address.url, slots=sweep.provider.slots, price_per_hour=sweep.provider.price_per_hour,
         workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
-        preload=preload, prefix=f"{experiment_id}-w", clock=clock)
+        preload=preload, prefix=f"{experiment_id}-w", clock=clock,
+        insecure_broker=insecure_broker)
     return Workers(provider, str(exp_dir / "checkpoints"), trainable, "local",
-                   {"reaction_s": LOCAL_REACTION_S})
+                   {"reaction_s": LOCAL_REACTION_S,
+                    "heartbeat_timeout_s": sweep.provider.heartbeat_timeout_s})
 
 
 def _install_spec() -> str:
@@ -121,7 +128,7 @@ def _install_spec() -> str:
 
 def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, trainable: str,
            preload: list[str], bundle_fn: Callable[..., Any] | None, instance_type: str | None,
-           clock: RealClock) -> Workers:
+           clock: RealClock, insecure_broker: bool = False) -> Workers:
     from worker import write_bundle
 
     p = sweep.provider
@@ -146,7 +153,8 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
             provider = AwsProvider(region, types, image_id=p.image, zones=p.zones,
                                    iam_instance_profile=p.iam_instance_profile,
                                    security_group_ids=p.security_group_ids or (),
-                                   subnet_ids=p.subnet_ids, key_name=p.key_name, clock=clock)
+                                   subnet_ids=p.subnet_ids, key_name=p.key_name, clock=clock,
+                                   live_spot_prices=True)
         except ValueError as exc:  # an instance type or region the catalog cannot price
             raise ConfigError("provider.instance_types", str(exc)) from exc
     else:
@@ -170,7 +178,8 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
     workers = Workers(provider, f"{storage}/checkpoints", trainable, first, {
         "reaction_s": CLOUD_REACTION_S, "instance_check_s": CLOUD_INSTANCE_CHECK_S,
         "register_timeout_s": p.register_timeout_s,
-        "boot_timeout_s": 2 * p.register_timeout_s}, cleanup=provider.cleanup)
+        "boot_timeout_s": 2 * p.register_timeout_s,
+        "heartbeat_timeout_s": p.heartbeat_timeout_s}, cleanup=provider.cleanup)
     try:
         provider.ensure_bucket(p.storage.split("/")[2])
         if bundle_fn is not None:
@@ -188,6 +197,7 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
             broker_url=replace(address, password=None).url, secret_name=secret_ref,
             storage_uri=storage, install=p.install or _install_spec(),
             slots=provider.slots(first), preload=tuple(preload),
+            insecure_broker=insecure_broker,
             env={"ELASTUNE_CONTROLLER_KEY": beacon.key,
                  "ELASTUNE_ORPHAN_TIMEOUT_S": f"{p.orphan_timeout_s:g}"})
     except ProviderError:

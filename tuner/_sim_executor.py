@@ -48,6 +48,8 @@ class InstanceClock(Protocol):
 
     def next_change(self, after: float) -> float | None: ...
 
+    def interruption_notices(self, now: float, lead_s: float) -> set[str]: ...
+
 
 @dataclass
 class _Sim:
@@ -61,6 +63,8 @@ class _Sim:
     begin: float = 0.0                  # when the current attempt was delivered to the worker
     factor: float = 1.0                 # time factor of this segment (noise, speed-up)
     lost_at: float | None = None        # the current attempt's worker is killed then
+    hang_at: float | None = None        # the current attempt's worker hangs then, for good
+    beat: int | None = None             # the heartbeat count last seen alive
     nan_steps: frozenset[int] = frozenset()
 
 
@@ -93,13 +97,22 @@ class SimExecutor:
         nan_prob: float = 0.0,
         worker_losses_per_hour: float = 0.0,
         worker_restart_s: Callable[[random.Random], float] | float = 30.0,
+        hang_prob: float = 0.0,
+        heartbeat_s: float = 5.0,
+        notice_s: float = 0.0,
     ) -> None:
         """``app_error_prob``: each run of a segment raises with this probability, during a
         step drawn uniformly. ``nan_prob``: each report's metric is NaN with this probability.
         ``worker_losses_per_hour``: the worker process running a segment is killed at this rate
-        (per hour of the segment's run); the segment restarts ``worker_restart_s`` later."""
+        (per hour of the segment's run); the segment restarts ``worker_restart_s`` later.
+        ``hang_prob``: each run of a segment hangs with this probability, at a moment drawn
+        uniformly: its worker sends nothing more, heartbeats included, and ignores stop
+        requests (the controller's lease gives it up). ``heartbeat_s``: how often a live
+        worker beats. ``notice_s``: how long before a spot VM is taken back its worker sees
+        the cloud's interruption notice (0: never, as by default)."""
         problems = []
-        for name, v in (("app_error_prob", app_error_prob), ("nan_prob", nan_prob)):
+        for name, v in (("app_error_prob", app_error_prob), ("nan_prob", nan_prob),
+                        ("hang_prob", hang_prob)):
             if not (isinstance(v, int | float) and 0.0 <= v <= 1.0):
                 problems.append(f"{name} is {v!r}, but must be in [0, 1]")
         if not (isinstance(worker_losses_per_hour, int | float)
@@ -131,6 +144,10 @@ class SimExecutor:
         self._nan_prob = nan_prob
         self._loss_rate = worker_losses_per_hour / 3600.0
         self._restart_s = worker_restart_s
+        self._hang_prob = hang_prob
+        self._heartbeat_s = heartbeat_s
+        self._notice_s = notice_s
+        self._started_once: set[str] = set()
         self._fault_rng = random.Random(f"sim-executor-faults:{seed}")
         self.delivered_reports: Counter[str] = Counter()   # reports handed out, per segment
         self.finished: dict[str, str] = {}                  # segment id -> status handed out
@@ -175,15 +192,23 @@ class SimExecutor:
         sim.nan_steps = frozenset(
             step for _, step in sim.steps
             if self._nan_prob and frng.random() < self._nan_prob)
-        sim.lost_at = None
+        sim.lost_at = sim.hang_at = None
         if self._loss_rate > 0:
             lost_at = sim.begin + frng.expovariate(self._loss_rate)
             if lost_at < end:
                 sim.lost_at = lost_at
+        if self._hang_prob and frng.random() < self._hang_prob:
+            hang_at = sim.begin + (end - sim.begin) * frng.random()
+            if sim.lost_at is None or hang_at < sim.lost_at:
+                sim.hang_at, sim.lost_at = hang_at, None
+                self.fault_counts["hung_workers"] += 1
+        cut = sim.lost_at if sim.lost_at is not None else sim.hang_at
         for step_end, step in sim.steps:
-            if sim.lost_at is None or step_end < sim.lost_at:
+            if cut is None or step_end < cut:
                 self._push(sim, step_end, self._report(sim, step, step_end))
-        if sim.lost_at is not None:
+        if sim.hang_at is not None:
+            pass   # hung: nothing more comes from this run
+        elif sim.lost_at is not None:
             self._push(sim, sim.lost_at, _WorkerLost(sim.lost_at))  # type: ignore[arg-type]
         else:
             self._finish(sim, status, last, end,
@@ -228,8 +253,8 @@ class SimExecutor:
         now = self._clock.now()
         for seg_id in segment_ids:
             sim = self._sims.get(seg_id)
-            if sim is None or sim.finished:
-                continue
+            if sim is None or sim.finished or (sim.hang_at is not None and sim.hang_at <= now):
+                continue   # a hung worker does not read stop requests
             # A step already started runs to its end; the next one does not start.
             kept, prev_end = [], sim.start
             for end, step in sim.steps:
@@ -240,6 +265,13 @@ class SimExecutor:
             last_end, last_step = kept[-1] if kept else (max(now, sim.begin),
                                                          sim.segment.start_step)
             done_at = max(now, last_end) + self._checkpoint_s
+            if sim.hang_at is not None and done_at >= sim.hang_at:
+                # It hangs before it can stop: what it reported until then, nothing more.
+                sim.version += 1
+                for end, step in kept:
+                    if now < end < sim.hang_at:
+                        self._push(sim, end, self._report(sim, step, end))
+                continue
             if sim.lost_at is not None and done_at >= sim.lost_at:
                 # The worker dies before it can stop: delivered again, the segment sees the
                 # stop request at once and stops where it started.
@@ -295,8 +327,34 @@ class SimExecutor:
         heapq.heappush(self._heap, (t, next(self._seq), sim.segment.segment_id, sim.version,
                                     event))
 
+    def notices(self) -> set[str]:
+        return self._provider.interruption_notices(self._clock.now(), self._notice_s)
+
+    def heartbeats(self) -> dict[str, int]:
+        """Per running segment, a count that moves every ``heartbeat_s`` while its worker is
+        up and not hung (between a lost worker and its restart it stands still)."""
+        now = self._clock.now()
+        out = {}
+        for seg_id, sim in list(self._sims.items()):
+            ended = self._provider.ended_at(sim.instance_id)
+            if ended is not None and ended <= now:
+                del self._sims[seg_id]   # its machine is gone; nothing more comes from it
+                continue
+            alive = (sim.begin <= now and (sim.lost_at is None or now < sim.lost_at)
+                     and (sim.hang_at is None or now < sim.hang_at))
+            if alive:
+                sim.beat = int((now - sim.begin) // self._heartbeat_s) + 1 + 10**6 * sim.version
+            if sim.beat is not None:
+                out[seg_id] = sim.beat
+        return out
+
     def _delivered(self, event: Event) -> None:
-        if isinstance(event, Report):
+        if isinstance(event, SegmentStarted):
+            if event.segment_id in self._started_once:
+                # Delivered again: the controller drops what the first run reported.
+                self.delivered_reports[event.segment_id] = 0
+            self._started_once.add(event.segment_id)
+        elif isinstance(event, Report):
             self.delivered_reports[event.segment_id] += 1
             if math.isnan(event.metrics.get(self._metric, 0.0)):
                 self.fault_counts["nan_reports"] += 1

@@ -27,7 +27,7 @@ from tuner.schedulers import make_scheduler
 # Simulated time moves in jumps, so the loop may wait longer per tick than on the wall clock;
 # cloud-like reaction time for the budget watchdog (stop segments, terminate VMs).
 SIM_SETTINGS = Settings(tick_s=1.0, boot_timeout_s=3600.0, stop_grace_s=30.0, reaction_s=15.0,
-                        spend_every_s=10.0, instance_check_s=5.0)
+                        spend_every_s=10.0, instance_check_s=5.0, heartbeat_timeout_s=120.0)
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class SimFaults:
     nan_prob: float = 0.0                # a report's metric is NaN
     worker_losses_per_hour: float = 0.0  # the worker process of a running segment is killed
     worker_restart_s: Callable[[random.Random], float] | float = 30.0
+    hang_prob: float = 0.0               # a segment's worker hangs (no heartbeat, no end)
+    spot_notice_s: float = 0.0           # warning a spot VM gets before it is taken back
 
 
 @dataclass
@@ -113,7 +115,8 @@ def simulate(
                            config_ids=list(curves.config_ids()),
                            app_error_prob=f.app_error_prob, nan_prob=f.nan_prob,
                            worker_losses_per_hour=f.worker_losses_per_hour,
-                           worker_restart_s=f.worker_restart_s)
+                           worker_restart_s=f.worker_restart_s, hang_prob=f.hang_prob,
+                           notice_s=f.spot_notice_s)
     store = Store(store_path)
     store.create_experiment(experiment_id, experiment_id,
                             {"simulated": getattr(curves, "name", "curves")}, metric, mode,

@@ -12,9 +12,10 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a frame is built: `status` has no use for it
+    import pandas as pd
 
 STORE_NAME = "experiment.db"
 SCHEMA_VERSION = 1
@@ -189,6 +190,8 @@ class Store:
         return out
 
     def trials_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         rows = [dict(r) for r in self._db.execute("SELECT * FROM trials ORDER BY number")]
         records = []
         for r in rows:

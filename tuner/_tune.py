@@ -26,6 +26,7 @@ from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
 from tuner.schedulers import make_scheduler
 from worker import BrokerAddress, BrokerURLError, EmbeddedRedis
+from worker._broker import check_broker
 from worker._checkpoints import checkpoint_steps
 
 _UNSET: Any = object()
@@ -41,6 +42,7 @@ def tune(
     experiment_dir: str | Path | None = None,
     seed: int | None = _UNSET,
     broker_url: str | None = None,
+    insecure_broker: bool = False,
     observer: Callable[[dict[str, Any]], None] | None = None,
     resume: bool = False,
     **overrides: Any,
@@ -54,6 +56,10 @@ def tune(
     ``resume=True`` with an ``experiment_dir`` that already holds an experiment takes it up
     where it stopped (see :func:`resume`); ``config`` then only supplies a callable trainable
     (the stored sweep is used), and the budgets, if given, replace the stored totals.
+
+    ``broker_url`` (default: an embedded Redis on a private unix socket) must carry a password,
+    and use TLS (``rediss://``) unless it is a unix socket or a loopback address;
+    ``insecure_broker=True`` accepts one that does not (see ``worker._broker.check_broker``).
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
@@ -61,13 +67,17 @@ def tune(
         overrides["cost_budget"] = cost_budget
     if seed is not _UNSET:
         overrides["seed"] = seed
+    experiment_dir = _dir_argument(experiment_dir)
+    _check_arguments(observer=observer, insecure_broker=insecure_broker, resume=resume)
     if resume:
         if experiment_dir is None:
             raise ConfigError("experiment_dir", "resume=True needs the experiment directory")
         if (Path(experiment_dir) / STORE_NAME).exists():
-            return _resume(Path(experiment_dir), config, broker_url, observer, overrides)
+            return _resume(Path(experiment_dir), config,
+                           _parse_broker(broker_url, insecure_broker), observer, overrides,
+                           insecure_broker)
     sweep = load_sweep(config, **overrides)
-    address = _parse_broker(broker_url)
+    address = _parse_broker(broker_url, insecure_broker)
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
@@ -78,13 +88,13 @@ def tune(
         # runs its canonical brackets, which the planner does not model.)
         sweep = sweep.model_copy(update={"num_trials": plan.num_trials})
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
-    exp_dir.mkdir(parents=True, exist_ok=True)
+    _make_dir(exp_dir)
     with ControllerLock(exp_dir):
         store = Store(exp_dir)
         store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
                                 sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
         return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
-                        observer)
+                        observer, insecure_broker=insecure_broker)
 
 
 def resume(
@@ -94,6 +104,7 @@ def resume(
     *,
     config: Any = None,
     broker_url: str | None = None,
+    insecure_broker: bool = False,
     observer: Callable[[dict[str, Any]], None] | None = None,
     **overrides: Any,
 ) -> TuneResult:
@@ -104,22 +115,27 @@ def resume(
     ``num_trials`` to explore further. Finished trials are kept as they are, the scheduler's
     rungs and the sampler's history are rebuilt from the store, and trials that were running
     continue from their last checkpoint. ``config`` supplies a callable trainable when the
-    stored one was a callable and no code bundle of it is stored.
+    stored one was a callable and no code bundle of it is stored. ``broker_url`` and
+    ``insecure_broker`` are as for :func:`tune` (the URL is never stored, so give it again).
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
     if cost_budget is not _UNSET:
         overrides["cost_budget"] = cost_budget
-    folder = Path(experiment_dir)
+    _check_arguments(observer=observer, insecure_broker=insecure_broker)
+    address = _parse_broker(broker_url, insecure_broker)
+    folder = _dir_argument(experiment_dir)
+    if folder is None:
+        raise ConfigError("experiment_dir", "give the directory of the experiment to resume")
     if not (folder / STORE_NAME).exists():
         raise ConfigError("experiment_dir", f"{folder} holds no experiment ({STORE_NAME} "
                           "not found)")
-    return _resume(folder, config, broker_url, observer, overrides)
+    return _resume(folder, config, address, observer, overrides, insecure_broker)
 
 
-def _resume(exp_dir: Path, config: Any, broker_url: str | None,
+def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             observer: Callable[[dict[str, Any]], None] | None,
-            overrides: dict[str, Any]) -> TuneResult:
+            overrides: dict[str, Any], insecure_broker: bool = False) -> TuneResult:
     with ControllerLock(exp_dir):
         store = Store(exp_dir)
         try:
@@ -129,7 +145,6 @@ def _resume(exp_dir: Path, config: Any, broker_url: str | None,
             sweep = load_sweep(stored, **overrides)
             prior_usd, elapsed_s = _used_so_far(store, exp)
             _check_room(sweep, prior_usd, elapsed_s)
-            address = _parse_broker(broker_url)
             check_cloud_broker(sweep, address)
             located = _locate_trainable(sweep)
             plan = plan_for(sweep)
@@ -141,7 +156,7 @@ def _resume(exp_dir: Path, config: Any, broker_url: str | None,
             store.close()
             raise
         return _execute(sweep, plan, located, exp_dir, exp["id"], store, address, observer,
-                        prior=(prior_usd, elapsed_s))
+                        prior=(prior_usd, elapsed_s), insecure_broker=insecure_broker)
 
 
 def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dict[str, Any]:
@@ -191,7 +206,8 @@ def _check_room(sweep: SweepConfig, prior_usd: float, elapsed_s: float) -> None:
 def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
              experiment_id: str, store: Store, address: BrokerAddress | None,
              observer: Callable[[dict[str, Any]], None] | None,
-             prior: tuple[float, float] | None = None) -> TuneResult:
+             prior: tuple[float, float] | None = None,
+             insecure_broker: bool = False) -> TuneResult:
     trainable_spec, code_roots, preload, bundle_fn = located
     if prior is not None and bundle_fn is not None and (exp_dir / "code" /
                                                          "trainable.pkl").exists():
@@ -206,7 +222,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         clock = RealClock()
         workers = open_workers(sweep, address, experiment_id, exp_dir, trainable_spec,
                                code_roots, preload, bundle_fn, plan_instance(sweep, plan).name,
-                               clock)
+                               clock, insecure_broker=insecure_broker)
         scaling, replanner = _scaling(sweep, plan)
         s = sweep.scheduler
         scheduler = make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
@@ -224,7 +240,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
             time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
             checkpoint_root=workers.checkpoint_root, max_failures=sweep.max_failures,
             instance_type=workers.instance_type, spot=sweep.provider.spot,
-            elapsed_before_s=elapsed_s)
+            elapsed_before_s=elapsed_s, segment_timeout_s=sweep.segment_timeout_s)
         controller = Controller(
             spec, scheduler=scheduler,
             sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
@@ -291,13 +307,35 @@ def _num_trials(sweep: SweepConfig) -> int | None:
     return sweep.num_trials
 
 
-def _parse_broker(broker_url: str | None) -> BrokerAddress | None:
+def _parse_broker(broker_url: str | None, insecure: bool = False) -> BrokerAddress | None:
+    """The broker the user gave, checked against the one broker policy (``check_broker``);
+    None for the embedded one."""
     if broker_url is None:
         return None
+    if not isinstance(broker_url, str):
+        raise ConfigError("broker_url", "expected a URL such as rediss://:PASSWORD@host:6380/0; "
+                          f"got a {type(broker_url).__name__}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in broker_url):
+        raise ConfigError("broker_url", "contains a control character (NUL, newline, ...)")
     try:
-        return BrokerAddress.parse(broker_url)
+        address = BrokerAddress.parse(broker_url)
+        check_broker(address, insecure=insecure)
+        return address
     except BrokerURLError as exc:
         raise ConfigError("broker_url", str(exc).partition(": ")[2]) from None
+    except ValueError as exc:  # urlsplit's own refusals, e.g. an unclosed IPv6 bracket
+        raise ConfigError("broker_url", f"is not a valid URL ({exc})") from None
+
+
+def _check_arguments(**arguments: Any) -> None:
+    """The keyword arguments of ``tune``/``resume`` that are not sweep keys."""
+    for name, value in arguments.items():
+        if name == "observer":
+            if value is not None and not callable(value):
+                raise ConfigError(name, "expected a callable(status: dict) or None; "
+                                  f"got a {type(value).__name__}")
+        elif not isinstance(value, bool):
+            raise ConfigError(name, f"expected true or false; got {value!r}"[:200])
 
 
 # (spec for workers, dirs workers need on sys.path, modules to preload, fn to bundle)
@@ -358,11 +396,72 @@ def _check_affordable(sweep: SweepConfig) -> None:
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NAME_MAX = 255    # bytes in one path component (ext4, xfs, apfs, ntfs)
+_PATH_MAX = 4095
+
+
+def _dir_argument(value: Any) -> Path | None:
+    """``experiment_dir`` as a Path; ConfigError for what can name no directory (a NUL, an
+    empty string, a component longer than the file system allows, not a path at all)."""
+    if value is None:
+        return None
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(text, str):
+        raise ConfigError("experiment_dir", "expected a directory path (str or os.PathLike); "
+                          f"got a {type(value).__name__}")
+    if not text.strip():
+        raise ConfigError("experiment_dir", f"is empty ({text!r}); give a directory, e.g. "
+                          "experiments/my-sweep")
+    if "\0" in text:
+        raise ConfigError("experiment_dir", "contains a NUL character")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeError:
+        raise ConfigError("experiment_dir", f"cannot be encoded for the file system: "
+                          f"{text!r}"[:300]) from None
+    path = Path(text)
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > _NAME_MAX or len(encoded) > _PATH_MAX:
+        raise ConfigError("experiment_dir", f"is too long: at most {_NAME_MAX} bytes a "
+                          f"component and {_PATH_MAX} in all; got {text!r}"[:300])
+    return path
+
+
+def _make_dir(path: Path) -> None:
+    """Create the experiment directory and its missing parents; if that fails, remove what
+    was created, so that refused input leaves nothing behind."""
+    created: list[Path] = []
+    try:
+        target = path.resolve()   # ``a/../b`` must not leave an ``a`` behind
+        missing = []
+        while not target.is_dir():
+            missing.append(target)
+            if target.parent == target:
+                break
+            target = target.parent
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise
+                continue
+            created.append(folder)
+    except (OSError, RuntimeError) as exc:   # RuntimeError: a symlink loop
+        for folder in reversed(created):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError("experiment_dir", f"cannot create {path}: {reason}") from None
 
 
 def _experiment_dir(name: str, experiment_dir: str | Path | None) -> tuple[Path, str]:
     if experiment_dir is not None:
         path = Path(experiment_dir)
+        if ".." in path.parts:  # ``new/..`` only exists once ``new`` does: say where it is
+            path = path.resolve()
         if (path / STORE_NAME).exists():
             raise ConfigError("experiment_dir",
                               f"{path} already holds an experiment; choose another directory")

@@ -25,6 +25,11 @@ def _given(**options: Any) -> dict[str, Any]:
     return {k: v for k, v in options.items() if v is not None}
 
 
+BROKER_HELP = ("Redis URL (default: an embedded one on a private socket); needs a password, and "
+               "TLS (rediss://) unless on loopback or a unix socket")
+INSECURE_HELP = "accept a broker URL without a password, or a remote one without TLS"
+
+
 def _emit_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
@@ -37,7 +42,8 @@ def run(
     time_budget: Annotated[str | None, typer.Option(help="e.g. 90s, 30m, 2h")] = None,
     cost_budget: Annotated[str | None, typer.Option(help="US dollars")] = None,
     provider: Annotated[str | None, typer.Option(help="local | aws | gcp")] = None,
-    broker: Annotated[str | None, typer.Option(help="Redis URL (default: embedded)")] = None,
+    broker: Annotated[str | None, typer.Option(help=BROKER_HELP)] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Run a sweep and print its best result and spend."""
@@ -46,13 +52,14 @@ def run(
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, provider=provider)
     if json_out:
-        result = tune(str(sweep), experiment_dir=dir, broker_url=broker, **overrides)
+        result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
+                      insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
         view = LiveView(f"elastune run {sweep}")
         with view:
             result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
-                          observer=view.update, **overrides)
+                          insecure_broker=insecure, observer=view.update, **overrides)
         _print_summary(result.status)
     if result.state == "failed":
         raise typer.Exit(1)
@@ -147,7 +154,8 @@ def resume_command(
     time_budget: Annotated[str | None, typer.Option(help="new total, e.g. 2h")] = None,
     cost_budget: Annotated[str | None, typer.Option(help="new total, US dollars")] = None,
     num_trials: Annotated[int | None, typer.Option(help="new total number of trials")] = None,
-    broker: Annotated[str | None, typer.Option(help="Redis URL (default: embedded)")] = None,
+    broker: Annotated[str | None, typer.Option(help=BROKER_HELP)] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Take up a stopped, crashed or finished sweep where it stopped (budgets are totals)."""
@@ -156,12 +164,13 @@ def resume_command(
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, num_trials=num_trials)
     if json_out:
-        result = resume(dir, broker_url=broker, **overrides)
+        result = resume(dir, broker_url=broker, insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
         view = LiveView(f"elastune resume {dir}")
         with view:
-            result = resume(dir, broker_url=broker, observer=view.update, **overrides)
+            result = resume(dir, broker_url=broker, insecure_broker=insecure,
+                            observer=view.update, **overrides)
         _print_summary(result.status)
     if result.state == "failed":
         raise typer.Exit(1)
@@ -263,7 +272,7 @@ def cloud_cleanup(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              add_help_option=False)
 def worker(ctx: typer.Context) -> None:
-    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N]."""
+    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--insecure]."""
     from worker import worker_main
 
     raise typer.Exit(worker_main(list(ctx.args)))
@@ -304,7 +313,8 @@ def report(
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, prog_name="elastune", standalone_mode=False)
+        # Without standalone mode click hands back a typer.Exit's code instead of raising it.
+        code = app(args=argv, prog_name="elastune", standalone_mode=False)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -321,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: exit 1 with the reason
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
 """Celery workers that run trial segments, and the context a trainable sees."""
 
 from worker._app import make_app
-from worker._broker import BrokerAddress, BrokerURLError
+from worker._broker import RIDE_OUT_S, BrokerAddress, BrokerURLError
 from worker._checkpoints import load_checkpoint, save_checkpoint
 from worker._context import TrialContext
 from worker._embedded import EmbeddedRedis
+from worker._interruption import NOTICE_KEY
 from worker._main import REGISTRY_KEY
 from worker._main import main as worker_main
 from worker._task import TASK_NAME
 from worker._trainable import load_trainable, write_bundle
 
 __all__ = [
+    "NOTICE_KEY",
+    "RIDE_OUT_S",
     "REGISTRY_KEY",
     "TASK_NAME",
     "BrokerAddress",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from celery import Celery
 
 from worker._broker import BrokerAddress
@@ -31,6 +33,11 @@ def make_app(address: BrokerAddress) -> Celery:
         task_create_missing_queues=True,
         broker_transport_options={"visibility_timeout": 3600},
     )
+    if address.tls:
+        # kombu's default for rediss:// is TLS without certificate checks (a warning, then
+        # CERT_NONE). Verify the broker's certificate against the system's trust store, as
+        # redis-py does for the same URL (SSL_CERT_FILE / SSL_CERT_DIR name a private CA).
+        app.conf.broker_use_ssl = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     from worker._task import TASK_NAME, run_segment
 
     app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True)(run_segment)

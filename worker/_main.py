@@ -13,7 +13,14 @@ import time
 from celery import signals
 
 from worker._app import make_app
-from worker._broker import BrokerAddress
+from worker._broker import (
+    RIDE_OUT_S,
+    BrokerAddress,
+    BrokerURLError,
+    check_broker,
+    stop_waiting,
+)
+from worker._interruption import watch_interruption
 from worker._lifetime import die_with_parent
 from worker._metadata import instance_name
 from worker._secrets import read_secret
@@ -43,6 +50,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         "--orphan-timeout-s (VM workers, so the VM powers off)")
     p.add_argument("--orphan-timeout-s", type=float,
                    default=float(os.environ.get("ELASTUNE_ORPHAN_TIMEOUT_S", "300")))
+    p.add_argument("--insecure", action="store_true",
+                   help="accept a broker without a password, or a remote one without TLS "
+                        "(rediss://); refused otherwise")
     p.add_argument("--loglevel", default="WARNING")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="exit when this process (the controller that started us) exits")
@@ -58,6 +68,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    # The URL (and so the password) is held in ``address`` from here on; the trainable this
+    # process runs, and whatever it starts, do not inherit it.
+    os.environ.pop("ELASTUNE_BROKER_URL", None)
+    try:
+        address = BrokerAddress.parse(args.broker)
+        if args.password_secret:
+            address = address.with_password(read_secret(args.password_secret))
+            if args.password_secret.startswith("env:"):
+                os.environ.pop(args.password_secret[4:], None)   # as for the URL above
+        check_broker(address, insecure=args.insecure)
+    except BrokerURLError as exc:
+        print(f"elastune worker: error: {exc}", file=sys.stderr)
+        return 2
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
     if args.name_from_metadata and not args.name:
@@ -65,20 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     queue = args.queue or name
     os.environ["ELASTUNE_WORKER_NAME"] = name
-    address = BrokerAddress.parse(args.broker)
-    if args.password_secret:
-        address = address.with_password(read_secret(args.password_secret))
     for module in args.preload:
         importlib.import_module(module)
     app = make_app(address)
-    client = address.client()
+    client = address.client(ride_out_s=RIDE_OUT_S)
     SlotPool(client, name).reset(args.slots)
     if args.controller_key:
         watch_controller(address.client(), args.controller_key, args.orphan_timeout_s)
+    if args.name_from_metadata:
+        watch_interruption(args.name_from_metadata, address.client(ride_out_s=RIDE_OUT_S), name,
+                           poll_s=float(os.environ.get("ELASTUNE_NOTICE_POLL_S", "5")))
 
     @signals.worker_process_init.connect(weak=False)
     def _child_init(**_: object) -> None:
-        set_client(address.client())
+        die_with_parent()
+        set_client(address.client(ride_out_s=RIDE_OUT_S))
 
     @signals.worker_ready.connect(weak=False)
     def _ready(**_: object) -> None:
@@ -86,10 +110,16 @@ def main(argv: list[str] | None = None) -> int:
             "queue": queue, "slots": args.slots, "pid": os.getpid(),
             "host": socket.gethostname(), "ts": time.time()}))
 
+    @signals.worker_shutting_down.connect(weak=False)
+    def _shutting_down(**_: object) -> None:
+        stop_waiting()   # a segment still running ends now if the broker is gone
+
     @signals.worker_shutdown.connect(weak=False)
     def _gone(**_: object) -> None:
         try:
-            client.hdel(REGISTRY_KEY, name)
+            # Not the patient client: a worker shutting down because its controller (and the
+            # broker with it) died must not wait out a broker that will not come back.
+            address.client().hdel(REGISTRY_KEY, name)
         except Exception:  # the broker may be gone first; registration is advisory
             pass
 

@@ -1,20 +1,32 @@
-"""The one Celery task: run a segment of a trial on this worker's free GPU slots."""
+"""The one Celery task: run a segment of a trial on this worker's free GPU slots.
+
+While a segment runs, a thread beats for it in the broker (``HINCRBY heartbeat_key
+segment_id``): the controller holds a lease on every segment and renews it when the count
+moves, so a worker that dies or hangs is noticed within the lease, not after Celery's
+visibility timeout. The same thread enforces the segment's timeout: at ``timeout_s`` it asks the
+trainable to stop (``ctx.steps()`` ends, ``ctx.should_stop()`` turns true); if the trainable
+does not return within a grace, the segment is reported failed and the worker process exits
+with :data:`TIMEOUT_EXIT_CODE` (nothing else can end a call stuck in user code), so the
+instance is restarted or replaced.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import traceback
 
 import redis
 
-from records import Segment, SegmentFinished, SegmentStarted
+from records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted
 from worker._context import TrialContext
 from worker._slots import SlotPool
 from worker._trainable import load_trainable
 
 TASK_NAME = "elastune.run_segment"
+HEARTBEAT_S = float(os.environ.get("ELASTUNE_HEARTBEAT_S", "2.0"))
 
 _client: redis.Redis | None = None
 
@@ -28,14 +40,63 @@ def _emit(client: redis.Redis, key: str, event: SegmentStarted | SegmentFinished
     client.xadd(key, {"e": json.dumps(event.model_dump())})
 
 
+def timeout_grace_s(timeout_s: float) -> float:
+    """How long a trainable asked to stop at its timeout may take to return."""
+    return min(60.0, max(2.0, 0.1 * timeout_s))
+
+
+class _Beat(threading.Thread):
+    """Beats for the segment and enforces its timeout; see the module docstring."""
+
+    def __init__(self, client: redis.Redis, segment: Segment, ctx: TrialContext) -> None:
+        super().__init__(name=f"beat-{segment.segment_id}", daemon=True)
+        self._client, self._segment, self._ctx = client, segment, ctx
+        self._done = threading.Event()
+        self.timed_out = False
+
+    def run(self) -> None:
+        seg = self._segment
+        start = time.monotonic()
+        grace = timeout_grace_s(seg.timeout_s) if seg.timeout_s else 0.0
+        while not self._done.wait(HEARTBEAT_S if not seg.timeout_s
+                                  else min(HEARTBEAT_S, seg.timeout_s / 4)):
+            if seg.heartbeat_key:
+                try:
+                    self._client.hincrby(seg.heartbeat_key, seg.segment_id, 1)
+                except redis.RedisError:
+                    pass   # the broker is away: the lease says how long that may last
+            if seg.timeout_s is None:
+                continue
+            elapsed = time.monotonic() - start
+            if elapsed >= seg.timeout_s and not self.timed_out:
+                self.timed_out = True
+                self._ctx.stopped = True      # steps() ends at the next step
+            if elapsed >= seg.timeout_s + grace and not self._done.is_set():
+                _emit(self._client, seg.events_key, SegmentFinished(
+                    segment_id=seg.segment_id, trial_id=seg.trial_id, status="failed",
+                    last_step=self._ctx.last_reported, checkpoint_step=self._ctx.checkpoint_step,
+                    error=f"timed out: the segment ran past its {seg.timeout_s:g} s timeout and "
+                          f"did not stop within {grace:g} s; the worker restarts",
+                    ts=time.time()))
+                os._exit(TIMEOUT_EXIT_CODE)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
 def run_segment(payload: dict) -> str:
     """Run one segment; every outcome, failure included, goes back as a ``finished`` event."""
     assert _client is not None, "worker client not initialised"
     segment = Segment.model_validate(payload)
     worker_name = os.environ.get("ELASTUNE_WORKER_NAME", "worker")
+    if segment.stop_key and _client.sismember(segment.stop_key, segment.segment_id):
+        # Delivered again after the controller gave up on it (its lease lapsed, the worker
+        # that had it died): the re-run has another id, so this one is not started.
+        return "stopped"
     pool = SlotPool(_client, worker_name)
     gpus = pool.claim(segment.gpus)
     ctx = TrialContext(segment, _client, gpus)
+    beat = _Beat(_client, segment, ctx)
     status, error = "done", None
     try:
         if gpus is None:
@@ -44,6 +105,7 @@ def run_segment(payload: dict) -> str:
             return status
         # Frameworks read this when they first touch the GPU; a segment sees only its slots.
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        beat.start()
         _emit(_client, segment.events_key, SegmentStarted(
             segment_id=segment.segment_id, trial_id=segment.trial_id, worker=worker_name,
             gpus=gpus, ts=time.time()))
@@ -51,6 +113,10 @@ def run_segment(payload: dict) -> str:
         trainable(dict(segment.params), ctx)
         if ctx.last_reported >= segment.stop_step or ctx.current_step >= segment.stop_step:
             status = "done"
+        elif beat.timed_out:
+            status = "failed"
+            error = (f"timed out: the segment ran past its {segment.timeout_s:g} s timeout "
+                     f"and was stopped at step {ctx.last_reported}")
         elif ctx.stopped:
             status = "stopped"
         else:
@@ -59,10 +125,16 @@ def run_segment(payload: dict) -> str:
         status = "failed"
         error = "".join(traceback.format_exception(exc)[-6:])[-4000:]
     finally:
+        beat.stop()
         if gpus:
             pool.release(gpus)
         _emit(_client, segment.events_key, SegmentFinished(
             segment_id=segment.segment_id, trial_id=segment.trial_id, status=status,
             last_step=ctx.last_reported, checkpoint_step=ctx.checkpoint_step, error=error,
             ts=time.time()))
+        if segment.heartbeat_key:
+            try:
+                _client.hdel(segment.heartbeat_key, segment.segment_id)
+            except redis.RedisError:
+                pass
     return status
