@@ -27,14 +27,11 @@ import io
 import json
 import os
 import platform
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from benchmarks._runner import run_quietly  # noqa: E402
 from tuner import tune, uniform  # noqa: E402
 from tuner._store import STORE_NAME, Store  # noqa: E402
 
@@ -57,21 +55,6 @@ _err = Console(stderr=True, width=200)
 
 def _say(message: str) -> None:
     _err.print(f"[dim]load:[/dim] {message}", highlight=False)
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr while the sweep runs, so nothing it starts can write
-    into the table or the JSON object."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:
@@ -444,18 +427,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.out is not None:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        out = Path(tempfile.mkdtemp(prefix="load-", dir=args.out))
-    else:
-        out = Path(tempfile.mkdtemp(prefix="elastune-load-"))
-    _say(f"experiment dirs under {out}")
-    try:
-        with _stdout_to_stderr():
-            doc = run(args, out)
-    finally:
-        if args.out is None:
-            shutil.rmtree(out, ignore_errors=True)
+    doc = run_quietly("load", args.out, lambda out: run(args, out), _say)
     if args.out is None:
         doc["details"]["load"].pop("experiment_dir", None)
         if args.status_store is None:

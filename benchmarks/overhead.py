@@ -16,14 +16,11 @@ and nothing else. Progress, and whatever the libraries print, goes to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +43,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import examples.digits  # noqa: E402  (imported here so no timed run pays for sklearn's import)
+from benchmarks._runner import run_quietly  # noqa: E402
 from tuner import load_sweep, tune, uniform  # noqa: E402
 from tuner._store import Store  # noqa: E402
 
@@ -58,21 +56,6 @@ _err = Console(stderr=True, width=200)
 
 def _say(message: str) -> None:
     _err.print(f"[dim]overhead:[/dim] {message}", highlight=False)
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr, so that libraries (and their child processes, Ray's
-    included) cannot write into the table or the JSON object."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _base_sweep(workers: int) -> dict[str, Any]:
@@ -542,18 +525,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.out is not None:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        out = Path(tempfile.mkdtemp(prefix="overhead-", dir=args.out))
-    else:
-        out = Path(tempfile.mkdtemp(prefix="elastune-overhead-"))
-    _say(f"experiment dirs under {out}")
-    try:
-        with _stdout_to_stderr():
-            doc = run(args, out)
-    finally:
-        if args.out is None:
-            shutil.rmtree(out, ignore_errors=True)
+    doc = run_quietly("overhead", args.out, lambda out: run(args, out), _say)
     if args.out is None:
         for part in (doc["details"]["dispatch"], doc["details"]["reports"],
                      doc["details"]["digits"]["elastune"], doc["details"]["digits"]["raytune"]):

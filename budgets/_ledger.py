@@ -20,6 +20,7 @@ class _Account:
     start: float
     end: float | None = None
     holds: dict[str, float] = field(default_factory=dict)
+    minimum_s: float | None = None     # None: the ledger's (an adopted instance has paid some)
 
     @property
     def busy_until(self) -> float:
@@ -49,6 +50,14 @@ class Ledger:
     def open(self, instance_id: str, price_per_hour: float, t: float) -> None:
         self._accounts[instance_id] = _Account(price_per_hour, t)
 
+    def adopt(self, instance_id: str, price_per_hour: float, launched_at: float,
+              counted_until: float) -> None:
+        """Take over an instance an earlier run launched (a resumed sweep): ``prior_usd``
+        already holds its cost as billed at ``counted_until`` (its whole billing minimum, or
+        every second until then); it is billed from the end of that, with no minimum again."""
+        start = launched_at + max(self.minimum_s, counted_until - launched_at)
+        self._accounts[instance_id] = _Account(price_per_hour, start, minimum_s=0.0)
+
     def close(self, instance_id: str, t: float) -> None:
         acct = self._accounts.get(instance_id)
         if acct is not None and acct.end is None:
@@ -74,14 +83,18 @@ class Ledger:
     def spent(self, t: float) -> float:
         """Billed so far: closed instances in full, running ones as if stopped at ``t``."""
         return self.prior_usd + sum(
-            billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start, self.minimum_s)
+            billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start,
+                   self._minimum(a))
             for a in self._accounts.values()
         )
+
+    def _minimum(self, a: _Account) -> float:
+        return self.minimum_s if a.minimum_s is None else a.minimum_s
 
     def instance_cost(self, instance_id: str, t: float) -> float:
         a = self._accounts[instance_id]
         return billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start,
-                      self.minimum_s)
+                      self._minimum(a))
 
     def committed(self, t: float, extra: dict[str, float] | None = None) -> float:
         """Spend if each running instance stops once its reserved work is done (or now).
@@ -94,7 +107,7 @@ class Ledger:
             end = a.end
             if end is None:
                 end = max(t, a.busy_until, extra.get(iid, t))
-            total += billed(a.price_per_hour, end - a.start, self.minimum_s)
+            total += billed(a.price_per_hour, end - a.start, self._minimum(a))
         return total
 
     def rate_per_s(self) -> float:

@@ -163,8 +163,8 @@ def _mutations(python: bool):
         _m(("mode",), st.sampled_from(["maximize", "MAX", "min", "max", "", DELETE])
            | _wrong_type | _safe_text),
         _m(("space",), space | st.just(DELETE), "sampler"),
-        _m(("space", "x"), entry, "sampler"),
-        _m(("space", "h"), entry | st.just(DELETE), "sampler"),
+        _m(("space", "x"), entry, "sampler", "space"),  # grid next to sampled: either named
+        _m(("space", "h"), entry | st.just(DELETE), "sampler", "space"),
         _m(("scheduler",), _scheduler_values | st.just(DELETE)),
         _m(("scheduler", "type"), st.sampled_from(["sha", "hyperband", "ASHA", "pbt", "", DELETE])
            | _wrong_type),
@@ -441,6 +441,8 @@ def _sometimes(values, otherwise=_ABSENT, one_in=4):
     """``values`` one time in ``one_in``, else ``otherwise``: a broken argument per case is
     plenty, or the sweep's own breakages would never get their turn."""
     return st.integers(1, one_in).flatmap(lambda n: values if n == 1 else st.just(otherwise))
+
+
 _brokers = st.sampled_from([
     "", "redis://", "http://x", "redis://:pw@[::1/0", "redis://:p\x00w@localhost/0",
     "rediss://:pw@broker.example.com:6380/0", "redis://:pw@127.0.0.1:6379/0",

@@ -302,3 +302,43 @@ def test_a_spot_interruption_notice_moves_the_segment_before_the_vm_goes(cloud, 
     assert instances[victim]["preempted"]
     assert _live_instances(aws) == []
     assert vms.wait_all_gone(30)
+
+
+def test_a_resumed_cloud_sweep_adopts_the_vms_its_killed_controller_left(cloud, tmp_path):
+    from budgets import billed
+
+    aws, broker, vms = cloud
+    proc, exp, log = _start_controller(aws, broker, tmp_path, orphan_timeout_s=120.0)
+    try:
+        _wait(lambda: _segments_running(exp, 2), 120, "two segments running on VMs")
+        time.sleep(1.5)                      # a spend record with the VMs up
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        log.close()
+    left = set(_live_instances(aws))
+    assert left, "no VM outlived the controller"
+    resumed_at = time.time()
+    out = subprocess.run([sys.executable, "-m", "tuner.cli", "resume", str(exp), "--broker",
+                          broker.url, "--json"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout)
+    assert doc["state"] == "finished"
+
+    store = Store(exp, readonly=True)
+    instances = {i["instance_id"]: i for i in store.instances()}
+    # Adopted, not replaced: the VMs the killed controller left ran the resumed run's
+    # segments, and no VM was launched that EC2 does not know from the store.
+    later = [s for s in store.segments() if s["submitted_at"] >= resumed_at]
+    assert later and {s["instance_id"] for s in later} & left
+    assert set(vms.vms) == set(instances)
+    assert all(not vms.vms[i].powered_off for i in left)   # no VM had to power itself off
+    # Spend is continuous: what the store says was spent is what EC2 bills for every
+    # instance, launch to termination, each counted once.
+    bill = sum(billed(i["price_per_hour"], i["terminated_at"] - i["launched_at"], 60.0)
+               for i in instances.values())
+    assert doc["spend_usd"] == pytest.approx(bill, abs=5e-4)
+    assert sum(i["cost_usd"] for i in instances.values()) == pytest.approx(bill, abs=5e-4)
+    # Nothing stays up.
+    assert _live_instances(aws) == []
+    assert vms.wait_all_gone(30)

@@ -54,3 +54,20 @@ def test_must_stop_fires_before_spend_can_pass_the_budget():
 def test_bad_budget_is_rejected():
     with pytest.raises(ValueError, match="budget_usd"):
         Ledger(budget_usd=-1)
+
+
+def test_an_adopted_instance_is_billed_once_across_runs():
+    price = 3.6                                  # 0.001 $/s
+    # The earlier run launched it at t=0 and last recorded spend at t=20 (the minimum: 0.06).
+    before = Ledger(None)
+    before.open("i-1", price, 0.0)
+    prior = before.spent(20.0)
+    assert prior == pytest.approx(0.06)
+    # The resumed run adopts it: the rest of the minimum, then per second.
+    led = Ledger(None, prior_usd=prior)
+    led.adopt("i-1", price, launched_at=0.0, counted_until=20.0)
+    assert led.spent(50.0) == pytest.approx(0.06)            # still inside the minimum
+    assert led.spent(100.0) == pytest.approx(0.1)            # 100 s in all, as one run bills
+    led.close("i-1", 250.0)
+    assert led.spent(999.0) == pytest.approx(billed(price, 250.0))
+    assert led.instance_cost("i-1", 999.0) == pytest.approx(0.25 - 0.06)   # this run's part

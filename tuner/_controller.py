@@ -173,6 +173,7 @@ class Controller:
         self._last_stop_check = -math.inf
         self._ever_ready = False
         self._last_notice_check = -math.inf
+        self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
         # Spot VMs the cloud warned it will take back: no new work; their segments were asked
         # to stop and checkpoint (``_evacuating``); a replacement was launched at the notice.
         self._noticed: set[str] = set()
@@ -189,7 +190,11 @@ class Controller:
             self.store.add_plan(start, self.scaling.plan.to_json())
         try:
             if self.spec.workers or self.scaling is None:
-                self._launch(self.spec.workers)   # else the scaling policy launches
+                # (else the scaling policy launches); instances adopted on resume count
+                adopted = sum(i.state != InstanceState.TERMINATED
+                              for i in self.instances.values())
+                if self.spec.workers - adopted > 0 or not adopted:
+                    self._launch(max(0, self.spec.workers - adopted))
             while True:
                 now = self.clock.now()
                 if now >= deadline:
@@ -318,13 +323,20 @@ class Controller:
             trial = self.trials.get(r["trial_id"])
             if trial is not None and r["value"] is not None and r["step"] <= trial.step:
                 trial.last_report[r["step"]] = r["value"]
+        in_flight = []
         for r in self.store.query("SELECT segment_id, trial_id, state FROM segments"):
             n = int(r["segment_id"].rsplit("/s", 1)[1])
             tid = r["trial_id"]
             self._seg_counter[tid] = max(self._seg_counter.get(tid, 0), n)
             if r["state"] in ("submitted", "running"):
+                in_flight.append(r["segment_id"])
                 self.store.drop_reports(r["segment_id"])
                 self.store.update_segment(r["segment_id"], state="lost", finished_at=now)
+        if in_flight:
+            # A VM that outlived its controller may still run one: it stops, and a copy still
+            # queued is not started.
+            self.executor.request_stop(in_flight)
+        self._adopt(now)
         replay(self.scheduler, self.store.journal())
         for trial in self.trials.values():
             if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
@@ -335,6 +347,26 @@ class Controller:
         for trial in self.trials.values():
             self._set_trial_state(trial, self._restored_state(trial), now)
         return len(self.trials)
+
+    def _adopt(self, now: float) -> None:
+        """Take over the instances the earlier run left running (found by the experiment's
+        tag): no second launch, and their cost counted once (the earlier run's share is in
+        the ledger's prior spend up to its last spend record)."""
+        last = self.store.query("SELECT ts FROM spend ORDER BY rowid DESC LIMIT 1")
+        counted_until = float(last[0]["ts"]) if last else now
+        before = {r["instance_id"]: float(r["cost_usd"] or 0.0)
+                  for r in self.store.instances()}
+        for inst in self.provider.list(self.spec.experiment_id):
+            iid = inst.instance_id
+            if inst.state == InstanceState.TERMINATED or iid in self.instances:
+                continue
+            self.instances[iid] = inst
+            self.used_slots[iid] = 0
+            self._booting.add(iid)          # ready once its worker is seen in the registry
+            self.ledger.adopt(iid, inst.price_per_hour, inst.launched_at, counted_until)
+            self._cost_before[iid] = before.get(iid, 0.0)
+            self.store.upsert_instance(inst, self._instance_cost(iid, now))
+            log.info("adopted %s from the earlier run", iid)
 
     def _restored_state(self, trial: _Trial) -> str:
         return {TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
@@ -637,7 +669,7 @@ class Controller:
                 group.discard(iid)
             end = inst.terminated_at if inst.terminated_at is not None else now
             self.ledger.close(iid, end)
-            self.store.upsert_instance(inst, self.ledger.instance_cost(iid, end))
+            self.store.upsert_instance(inst, self._instance_cost(iid, end))
 
     def _check_instances(self, now: float) -> None:
         """A worker that died (or a VM that vanished) costs its segments, never the sweep."""
@@ -663,7 +695,7 @@ class Controller:
             self._booting.discard(inst.instance_id)
             end = inst.terminated_at if inst.terminated_at is not None else now
             self.ledger.close(inst.instance_id, end)
-            self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))
+            self.store.upsert_instance(inst, self._instance_cost(inst.instance_id, end))
             for seg_id, run in list(self.running.items()):
                 if run.instance_id == inst.instance_id:
                     # A preempted VM is the cloud's doing, not the trial's: neither counts
@@ -671,6 +703,9 @@ class Controller:
                     self._give_up(seg_id, "preempted" if inst.preempted else "lost", now)
         if lost:
             self._launch(lost, required=False)
+
+    def _instance_cost(self, instance_id: str, t: float) -> float:
+        return self._cost_before.get(instance_id, 0.0) + self.ledger.instance_cost(instance_id, t)
 
     def _check_notices(self, now: float) -> None:
         """Act on spot interruption notices before the VM goes: stop giving it work, ask its
@@ -759,7 +794,7 @@ class Controller:
                 self.instances[inst.instance_id] = inst
                 end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
                 self.ledger.close(inst.instance_id, end)
-                self.store.upsert_instance(inst, self.ledger.instance_cost(inst.instance_id, end))
+                self.store.upsert_instance(inst, self._instance_cost(inst.instance_id, end))
         end = self.clock.now()
         self.scheduler.finalize()
         for trial in self.trials.values():

@@ -80,11 +80,12 @@ def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> lis
     region = region or DEFAULT_REGION[provider.type]
     named = provider.instance_types if provider.type == "aws" else provider.machine_types
     field = "provider.instance_types" if provider.type == "aws" else "provider.machine_types"
+    types = book.types(provider.type, region, min_gpus=1)
+    if not types:  # the region is what is wrong, whichever types are named
+        where = ("provider.region" if provider.region else "provider.zone" if provider.zone
+                 else "provider.zones")
+        raise ConfigError(where, f"no priced {provider.type} GPU instance type in {region}")
     if named is None:
-        types = book.types(provider.type, region, min_gpus=1)
-        if not types:
-            raise ConfigError("provider.region" if provider.region else "provider.zone",
-                              f"no priced {provider.type} GPU instance type in {region}")
         return types
     out = []
     for name in named:

@@ -41,14 +41,6 @@ class Workers:
     instance_type: str
     settings: dict[str, float]
     teardown: list[Callable[[], Any]] = field(default_factory=list)
-    # Terminates what an earlier run of the experiment left (None: nothing can outlive it).
-    cleanup: Callable[[str], Any] | None = None
-
-    def reclaim(self, experiment_id: str) -> None:
-        """Before a resumed run: no instance of an earlier run may keep billing. Local
-        workers die with their controller; cloud VMs of the experiment are terminated."""
-        if self.cleanup is not None:
-            self.cleanup(experiment_id)
 
     def close(self) -> None:
         """Undo the setup (delete the broker secret, terminate leaked VMs); best effort, all
@@ -179,7 +171,7 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
         "reaction_s": CLOUD_REACTION_S, "instance_check_s": CLOUD_INSTANCE_CHECK_S,
         "register_timeout_s": p.register_timeout_s,
         "boot_timeout_s": 2 * p.register_timeout_s,
-        "heartbeat_timeout_s": p.heartbeat_timeout_s}, cleanup=provider.cleanup)
+        "heartbeat_timeout_s": p.heartbeat_timeout_s})
     try:
         provider.ensure_bucket(p.storage.split("/")[2])
         if bundle_fn is not None:

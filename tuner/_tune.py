@@ -253,8 +253,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
             observer=observer, scaling=scaling, replanner=replanner)
         if prior is not None:
             (exp_dir / STOP_FILE).unlink(missing_ok=True)
-            workers.reclaim(experiment_id)
-            controller.restore()
+            controller.restore()     # VMs the earlier run left running are adopted
         outcome = controller.run()
     finally:
         try:
