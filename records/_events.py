@@ -43,6 +43,8 @@ class SegmentFinished(BaseModel):
     last_step: int
     checkpoint_step: int | None = None
     error: str | None = None
+    # The sweep cannot go on (the checkpoint storage is full): the controller stops it.
+    fatal: bool = False
     ts: float
 
 

@@ -242,3 +242,23 @@ provider: {{type: local, workers: 2}}
     assert set(r["state"] for r in store.query("SELECT state FROM trials")) <= {
         "completed", "pruned"}
     _no_instance_left(store)
+
+
+def test_a_full_checkpoint_disk_stops_the_sweep_cleanly_with_a_clear_error(tmp_path):
+    sweep = _sweep(tmp_path, name="full", trainable="tests.trainables:disk_filler",
+                   space={"x": uniform(0.0, 1.0), "full_at": 3})
+    result = tune(sweep, time_budget="2m", cost_budget=None, experiment_dir=tmp_path / "exp")
+    assert result.state == "failed"
+    assert "checkpoint storage is full" in result.status["message"]
+    store = Store(tmp_path / "exp", readonly=True)
+    # Not blamed on a trial: none failed, and the rung-1 results stay.
+    assert "failed" not in set(result.trials["state"])
+    assert (result.trials["last_step"] >= 1).all()
+    failed = [s for s in store.segments() if s["state"] == "failed"]
+    assert failed and all("checkpoint storage is full" in s["error"] for s in failed)
+    _no_instance_left(store)
+    # The CLI says so, with exit status 1.
+    out = subprocess.run([sys.executable, "-m", "tuner.cli", "status", str(tmp_path / "exp"),
+                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert json.loads(out.stdout)["message"].startswith("the checkpoint storage is full")

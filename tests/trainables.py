@@ -86,3 +86,19 @@ def stuck(params, ctx):
             time.sleep(float(params.get("sleep", 1.0)))
         ctx.report(step, score=float(step) + (1.0 if params["kind"] == "ok" else 0.0))
     ctx.checkpoint({"at": ctx.current_step})
+
+
+def disk_filler(params, ctx):
+    """``quadratic`` whose checkpoint meets a full disk once the trial reaches ``full_at``:
+    the worker process's file-size limit is lowered below the checkpoint's size (a real
+    write failure, EFBIG, as a full disk gives ENOSPC)."""
+    import resource
+    import signal
+
+    for step in ctx.steps():
+        ctx.report(step, score=-(params["x"] - 0.3) ** 2 + step / 100.0)
+    if ctx.current_step >= params["full_at"]:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # fail the write, not the process
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+    ctx.checkpoint({"at": ctx.current_step, "pad": "x" * 4096})

@@ -109,7 +109,7 @@ class _Running:
 @dataclass
 class Outcome:
     state: str                       # finished | stopped | failed
-    reason: str                      # done | deadline | budget | interrupted | error
+    reason: str                      # done | deadline | budget | interrupted | error | storage
     started_at: float
     finished_at: float
     spend_usd: float
@@ -174,6 +174,7 @@ class Controller:
         self._ever_ready = False
         self._last_notice_check = -math.inf
         self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
+        self._fatal: str | None = None     # why the sweep cannot go on (storage full)
         # Spot VMs the cloud warned it will take back: no new work; their segments were asked
         # to stop and checkpoint (``_evacuating``); a replacement was launched at the notice.
         self._noticed: set[str] = set()
@@ -208,6 +209,9 @@ class Controller:
                         break
                 if self._stop_requested(now):
                     state, reason = "stopped", "requested"
+                    break
+                if self._fatal is not None:
+                    state, reason, message = "failed", "storage", self._fatal
                     break
                 self._check_boot(now)
                 self._dispatch(now)
@@ -550,6 +554,13 @@ class Controller:
             return
         elif event.status == "stopped":
             self._set_trial_state(trial, "stopped", now)
+            return
+        elif event.status == "failed" and event.fatal:
+            # Not the trial's fault, and every trial would fail the same way: stop cleanly.
+            log.error("stopping the sweep: %s", event.error)
+            self._fatal = event.error or "the checkpoint storage is full"
+            self._job_lost(trial.trial_id)
+            self._set_trial_state(trial, "paused", now)
             return
         elif event.status == "failed":
             trial.failures += 1

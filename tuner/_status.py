@@ -45,4 +45,5 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "deadline_met": None if wall is None else (
             time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
         "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
+        "message": exp["message"] if exp["state"] == "failed" else None,
     }

@@ -82,6 +82,8 @@ def _print_summary(doc: dict[str, Any]) -> None:
     budget = doc["cost_budget_usd"]
     console.print(f"spend: {doc['spend_usd']:.4f} USD"
                   + (f" of {budget:.2f} USD budget" if budget is not None else ""))
+    if doc.get("message"):
+        console.print(f"[red]{doc['message']}[/]", highlight=False)
 
 
 @app.command("plan")

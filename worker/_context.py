@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from collections.abc import Iterator
@@ -13,6 +14,13 @@ from records import Report, Segment
 from worker._checkpoints import load_checkpoint, save_checkpoint
 
 _STOP_POLL_S = 0.05
+# Out of space, over quota, past the file-size limit, or read-only: no checkpoint can be kept.
+STORAGE_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+class CheckpointStorageFull(OSError):
+    """A checkpoint could not be written because its storage is full: the sweep stops (every
+    trial would fail the same way), cleanly, with this message."""
 
 
 class TrialContext:
@@ -71,7 +79,15 @@ class TrialContext:
 
     def checkpoint(self, state: Any) -> None:
         """Save ``state`` as this trial's checkpoint at the current step."""
-        save_checkpoint(self.checkpoint_dir, self.current_step, state)
+        try:
+            save_checkpoint(self.checkpoint_dir, self.current_step, state)
+        except OSError as exc:
+            if exc.errno in STORAGE_FULL_ERRNOS:
+                raise CheckpointStorageFull(
+                    f"the checkpoint storage is full: saving step {self.current_step} of "
+                    f"{self.trial_id} in {self.checkpoint_dir} failed ({exc.strerror}); free "
+                    "space or give provider.storage another place, then resume") from exc
+            raise
         self.checkpoint_step = self.current_step
 
     def should_stop(self) -> bool:

@@ -21,7 +21,7 @@ import traceback
 import redis
 
 from records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted
-from worker._context import TrialContext
+from worker._context import CheckpointStorageFull, TrialContext
 from worker._slots import SlotPool
 from worker._trainable import load_trainable
 
@@ -97,7 +97,7 @@ def run_segment(payload: dict) -> str:
     gpus = pool.claim(segment.gpus)
     ctx = TrialContext(segment, _client, gpus)
     beat = _Beat(_client, segment, ctx)
-    status, error = "done", None
+    status, error, fatal = "done", None, False
     try:
         if gpus is None:
             status, error = "lost", f"{segment.gpus} slot(s) not free on {worker_name}"
@@ -121,7 +121,11 @@ def run_segment(payload: dict) -> str:
             status = "stopped"
         else:
             status = "ended"
+    except CheckpointStorageFull as exc:
+        status, error, fatal = "failed", str(exc), True
     except Exception as exc:  # the trainable's own error: reported, never raised into Celery
+        if isinstance(exc.__cause__ or exc.__context__, CheckpointStorageFull):
+            fatal = True       # the trainable wrapped it
         status = "failed"
         error = "".join(traceback.format_exception(exc)[-6:])[-4000:]
     finally:
@@ -131,7 +135,7 @@ def run_segment(payload: dict) -> str:
         _emit(_client, segment.events_key, SegmentFinished(
             segment_id=segment.segment_id, trial_id=segment.trial_id, status=status,
             last_step=ctx.last_reported, checkpoint_step=ctx.checkpoint_step, error=error,
-            ts=time.time()))
+            fatal=fatal, ts=time.time()))
         if segment.heartbeat_key:
             try:
                 _client.hdel(segment.heartbeat_key, segment.segment_id)
