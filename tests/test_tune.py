@@ -203,16 +203,18 @@ def test_a_failing_trainable_is_retried_then_failed_and_the_sweep_goes_on(tmp_pa
     assert result.best_value is None
 
 
-def test_nan_values_rank_last(tmp_path):
+def test_nan_and_infinite_values_rank_last(tmp_path):
     from tuner import choice
 
     sweep = _sweep(trainable="tests.trainables:nan_reporter",
-                   space={"x": choice([0.1, 0.2, 0.9])}, sampler="grid", num_trials=3,
+                   space={"x": choice([0.1, 0.2, 0.8, 0.95])}, sampler="grid", num_trials=4,
                    scheduler={"type": "asha", "min_resource": 1, "max_resource": 3,
                               "reduction_factor": 3})
     result = tune(sweep, time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
-    assert sorted(result.trials["params.x"]) == [0.1, 0.2, 0.9]    # the grid, each once
+    assert sorted(result.trials["params.x"]) == [0.1, 0.2, 0.8, 0.95]   # the grid, each once
     assert result.best_params == {"x": 0.2} and result.best_value == pytest.approx(0.2)
+    steps = dict(zip(result.trials["params.x"], result.trials["last_step"], strict=True))
+    assert steps[0.8] == steps[0.95] == 1          # NaN and +inf are never promoted
 
 
 def test_hyperband_runs_its_brackets(tmp_path):

@@ -38,8 +38,10 @@ def failing(params, ctx):
 
 
 def nan_reporter(params, ctx):
+    """NaN when x > 0.5, +inf when x > 0.9, else x."""
     for step in ctx.steps():
-        ctx.report(step, score=float("nan") if params["x"] > 0.5 else params["x"])
+        bad = float("inf") if params["x"] > 0.9 else float("nan")
+        ctx.report(step, score=bad if params["x"] > 0.5 else params["x"])
     ctx.checkpoint(None)
 
 

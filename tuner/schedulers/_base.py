@@ -38,8 +38,9 @@ def worse_than_everything(mode: Mode) -> float:
 
 
 def sortable(value: float | None, mode: Mode) -> float:
-    """Map a value so that larger is better; NaN/None rank last."""
-    if value is None or math.isnan(value):
+    """Map a value so that larger is better; NaN, infinities and None rank last (a metric
+    that overflowed is a diverged run, whichever way it went)."""
+    if value is None or not math.isfinite(value):
         return -math.inf
     return value if mode == "max" else -value
 

@@ -71,8 +71,9 @@ def rung_steps(min_resource: int, max_resource: int, reduction_factor: int) -> l
 
 
 def is_number(value: float | None) -> bool:
-    """False for None and NaN, the values that rank worst and are never promoted."""
-    return value is not None and not math.isnan(value)
+    """False for None, NaN and infinities, the values that rank worst and are never
+    promoted."""
+    return value is not None and math.isfinite(value)
 
 
 def promotion_cutoff(
