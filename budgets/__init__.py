@@ -35,6 +35,7 @@ from budgets._profile import (
     Speedup,
     fit_segment_times,
 )
+from budgets._realloc import Reallocation
 from budgets._replan import Replanner
 from budgets._scaling import (
     FollowPlan,
@@ -55,6 +56,7 @@ __all__ = [
     "BootLatency",
     "FollowPlan",
     "Plan",
+    "Reallocation",
     "ReleaseIdle",
     "Replanner",
     "ReplanView",

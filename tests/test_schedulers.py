@@ -435,3 +435,55 @@ def test_incremental_asha_matches_the_textbook_rule(seed, mode):
             continue
         trials[job.trial_id] = ("running", job.to_step)
         running.append(job)
+
+
+# -- admission control (HyperSched's deadline policy) ------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda: ASHA(1, 9, 3, "max", 20),
+    lambda: SuccessiveHalving(1, 9, 3, "max", 20),
+    lambda: Hyperband(1, 9, 3, "max", 20),
+])
+def test_close_admission_stops_new_trials_and_the_started_ones_finish(make):
+    sched = make()
+    jobs = [sched.next_job(f"t{i}") for i in range(5)]
+    assert all(j is not None and j.new for j in jobs)
+    sched.close_admission()
+    assert sched.next_job("t5") is None                  # no new trial, nothing to promote yet
+    started = {j.trial_id for j in jobs}
+    running = list(jobs)
+    while running:
+        job = running.pop(0)
+        sched.on_rung(job.trial_id, job.to_step, int(job.trial_id[1:]) / 10 + job.to_step)
+        while (nxt := sched.next_job("never")) is not None:
+            assert not nxt.new and nxt.trial_id in started
+            running.append(nxt)
+    assert sched.is_finished()
+    sched.finalize()
+    assert {str(sched.status(t)) for t in started} <= {"completed", "pruned"}
+
+
+def test_closed_asha_promotes_the_best_of_a_rung_too_small_for_a_quota():
+    asha = ASHA(1, 9, 3, "max", 20)
+    for i, v in enumerate([0.2, 0.9]):
+        job = asha.next_job(f"t{i}")
+        asha.on_rung(job.trial_id, job.to_step, v)
+    # Two trials at rung 1 and eta 3: floor(2/3) = 0, so open ASHA starts a new trial ...
+    assert asha.next_job("t2").new
+    asha.on_rung("t2", 1, 0.1)
+    asha.close_admission()
+    # ... and once closed, the top ceil(3/3) = 1 goes on: the best one only.
+    assert asha.next_job("x") == Job("t1", 3)
+    assert asha.next_job("x") is None
+
+
+def test_closed_sha_decides_the_stage_with_the_trials_it_has():
+    sha = SuccessiveHalving(1, 9, 3, "max", 27)
+    for i in range(6):
+        job = sha.next_job(f"t{i}")
+        sha.on_rung(job.trial_id, 1, float(i))
+    assert sha.next_job("t6").new                       # the stage still fills
+    sha.on_rung("t6", 1, 0.5)
+    sha.close_admission()
+    assert sha.sizes == [7, 2, 1]
+    assert [sha.next_job("x").trial_id for _ in range(2)] == ["t5", "t4"]
+    assert sha.next_job("x") is None

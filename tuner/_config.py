@@ -151,6 +151,9 @@ class SchedulerConfig(_Section):
     min_resource: int = Field(1, ge=1, le=MAX_STEPS, strict=True)
     max_resource: int = Field(ge=1, le=MAX_STEPS, strict=True)
     reduction_factor: int = Field(3, ge=2, strict=True)
+    # ``hypersched``: near the deadline stop starting trials and give free GPUs to the best
+    # ones (HyperSched); for a fixed cluster with a time budget. None: off.
+    deadline_policy: Literal["hypersched"] | None = None
 
     @field_validator("max_resource")
     @classmethod
@@ -558,6 +561,12 @@ class SweepConfig(_Model):
                 "no budget given; give budget.time (a deadline, e.g. 30m), budget.cost "
                 "(a cap in US dollars), or both",
             )
+        if self.scheduler.deadline_policy is not None and (
+                self.time_budget_s is None or self.provider.follows_plan):
+            raise ConfigError(
+                "scheduler.deadline_policy",
+                "hypersched is for a fixed cluster racing a deadline: give budget.time and "
+                "provider.scaling: static (or a local provider)")
         if self.provider.type == "local" and self.gpus_per_trial > self.provider.slots:
             raise ConfigError(
                 "gpus_per_trial",

@@ -22,6 +22,7 @@ from budgets import (
     FollowPlan,
     Ledger,
     Plan,
+    Reallocation,
     ReplanView,
     ScaleView,
     ScalingPolicy,
@@ -125,7 +126,8 @@ class Controller:
                  clock: Clock, settings: Settings | None = None,
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None,
-                 replanner: Callable[[ReplanView], Plan | None] | None = None) -> None:
+                 replanner: Callable[[ReplanView], Plan | None] | None = None,
+                 reallocation: Reallocation | None = None) -> None:
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -140,6 +142,15 @@ class Controller:
         # Re-plans the rest of the sweep at rung boundaries and on drift; its plans replace
         # the plan a FollowPlan policy follows (one is set if there is no policy).
         self.replanner = replanner
+        # HyperSched's deadline policy (None: every trial runs on gpus_per_trial, and the
+        # scheduler starts new trials until it has started them all): admission closes when a
+        # new trial could no longer reach the top rung by the deadline; then the segments of
+        # the trials still going get the free slots of their instance where that pays.
+        self.reallocation = reallocation
+        self._admission_closed = False
+        self._unit_step_times: list[float] = []   # seconds per step on one GPU (s(g) x seen)
+        self._widening: set[str] = set()          # segments stopped to re-run on more GPUs
+        self._deadline = math.inf
         self.trials: dict[str, _Trial] = {}
         self.running: dict[str, _Running] = {}
         self.instances: dict[str, Instance] = {}
@@ -185,6 +196,7 @@ class Controller:
         self._run_started = self.clock.now()
         self._started_at = start = self._run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
+        self._deadline = deadline
         state, reason, message = "finished", "done", None
         self.store.update_experiment(started_at=start, state="running")
         if isinstance(self.scaling, FollowPlan):
@@ -215,6 +227,8 @@ class Controller:
                     break
                 self._check_boot(now)
                 self._dispatch(now)
+                if self.reallocation is not None and self._starved:
+                    self._reallocate(now)
                 if (self.scaling or self.replanner) and (
                         now - self._last_scale >= self.settings.tick_s):
                     # Right after dispatch, so the policy sees whether the scheduler had work.
@@ -341,7 +355,9 @@ class Controller:
             # queued is not started.
             self.executor.request_stop(in_flight)
         self._adopt(now)
-        replay(self.scheduler, self.store.journal())
+        journal = self.store.journal()
+        replay(self.scheduler, journal)
+        self._admission_closed = any(e["kind"] == "close" for e in journal)
         for trial in self.trials.values():
             if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
                 # In flight, or stopped at the end of the last run: offered again.
@@ -402,6 +418,8 @@ class Controller:
             if inst is None:
                 self._queued = not self._starved
                 return
+            if self.reallocation is not None and not self._admission_closed:
+                self._check_admission(now)
             number = len(self.trials) + 1
             job = self.scheduler.next_job(f"t{number:04d}")
             if job is None:
@@ -424,7 +442,8 @@ class Controller:
                     self._budget_blocked = True
                     self._set_trial_state(trial, "stopped", now)
                 return
-            segment_id = self._submit(trial, job, inst, slots_needed, now)
+            slots = self._width(trial, job, inst, slots_needed)
+            segment_id = self._submit(trial, job, inst, slots, now)
             self.ledger.reserve(inst.instance_id, expected_end, segment_id)
 
     def _trial_for(self, job: Job, now: float) -> _Trial:
@@ -436,6 +455,81 @@ class Controller:
         self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
         return trial
 
+    # -- the deadline policy (HyperSched) ---------------------------------------------------
+    def _unit_s_per_step(self) -> float:
+        """Seconds per step on one GPU: the median of recent finished segments."""
+        if not self._unit_step_times:
+            return self.settings.prior_s_per_step
+        recent = sorted(self._unit_step_times[-50:])
+        return recent[len(recent) // 2]
+
+    def _check_admission(self, now: float) -> None:
+        """Close admission for good once a new trial could not reach the top rung by the
+        deadline (judged only once a segment has been measured)."""
+        assert self.reallocation is not None
+        if not self._unit_step_times or math.isinf(self._deadline):
+            return
+        if self.reallocation.admit(self._deadline - now, self._unit_s_per_step(),
+                                   self.scheduler.max_resource):
+            return
+        log.info("admission closed: a new trial could not reach step %d by the deadline",
+                 self.scheduler.max_resource)
+        self._admission_closed = True
+        self.store.journal_add("close", "*")
+        self.scheduler.close_admission()
+
+    def _exploring(self) -> bool:
+        """New trials may still take free slots."""
+        return not self._admission_closed and len(self.trials) < self.scheduler.total_trials
+
+    def _width(self, trial: _Trial, job: Job, inst: Instance, slots_needed: int) -> int:
+        """Slots for the job's segment: ``slots_needed``, or more of the instance's free ones
+        when the deadline policy finds it pays and no new trial could use them."""
+        if self.reallocation is None or job.new or self._exploring():
+            return slots_needed
+        free = inst.slots - self.used_slots[inst.instance_id]
+        g = self.reallocation.width(free, job.to_step - trial.step, self._unit_s_per_step(),
+                                    current=slots_needed)
+        return max(slots_needed, g)
+
+    def _reallocate(self, now: float) -> None:
+        """Free slots and no job for them: stop the best running trial that would gain from
+        them (it checkpoints at the end of its current step) and run it on more GPUs."""
+        assert self.reallocation is not None
+        if self._exploring():
+            return
+        pending = {self.running[w].instance_id for w in self._widening if w in self.running}
+        candidates = []
+        for seg_id, run in self.running.items():
+            iid = run.instance_id
+            if (iid in pending or seg_id in self._evacuating or run.started_at is None
+                    or iid not in self._has_free or iid in self._draining
+                    or iid in self._noticed):
+                continue
+            trial = self.trials[run.segment.trial_id]
+            # Best trial first (by its value at its last rung), the earliest among equals.
+            v = trial.value
+            key = -math.inf if v is None or not math.isfinite(v) else (
+                v if self.spec.mode == "max" else -v)
+            candidates.append((-key, trial.number, seg_id))
+        for _, _, seg_id in sorted(candidates):
+            run = self.running[seg_id]
+            inst = self.instances[run.instance_id]
+            free = inst.slots - self.used_slots[run.instance_id]
+            if free <= 0:
+                continue
+            trial = self.trials[run.segment.trial_id]
+            done = max([s for s in trial.last_report if s <= run.segment.stop_step],
+                       default=run.segment.start_step)
+            steps_left = run.segment.stop_step - max(done, run.segment.start_step) - 1
+            g = self.reallocation.width(free + run.slots, steps_left, self._unit_s_per_step(),
+                                        current=run.slots)
+            if g > run.slots:
+                log.info("reallocating %s from %d to %d GPUs", seg_id, run.slots, g)
+                self._widening.add(seg_id)
+                self.executor.request_stop([seg_id])
+                return   # one at a time: the next one sees the slots this one takes
+
     def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
         self._stage = max(self._stage, self.scheduler.stage_of(job.to_step))
         n = self._seg_counter.get(trial.trial_id, 0) + 1
@@ -444,7 +538,8 @@ class Controller:
             segment_id=f"{self.spec.experiment_id}/{trial.trial_id}/s{n}",
             experiment_id=self.spec.experiment_id, trial_id=trial.trial_id,
             trainable=self.spec.trainable, params=trial.params, start_step=trial.step,
-            stop_step=job.to_step, gpus=self.spec.gpus_per_trial,
+            stop_step=job.to_step,
+            gpus=slots if slots > max(1, self.spec.gpus_per_trial) else self.spec.gpus_per_trial,
             checkpoint_dir=f"{str(self.spec.checkpoint_root).rstrip('/')}/{trial.trial_id}",
             timeout_s=self.spec.segment_timeout_s, submitted_at=now)
         self.running[segment.segment_id] = _Running(segment, inst.instance_id, slots,
@@ -519,8 +614,13 @@ class Controller:
         trial = self.trials[seg.trial_id]
         started = run.started_at if run.started_at is not None else event.ts
         duration = max(0.0, event.ts - started)
+        widening = seg.segment_id in self._widening
+        self._widening.discard(seg.segment_id)
         if event.last_step > seg.start_step and event.status == "done":
             self._step_times.append(duration / (event.last_step - seg.start_step))
+            if self.reallocation is not None:
+                self._unit_step_times.append(self._step_times[-1]
+                                             * self.reallocation.speedup(max(1, seg.gpus)))
             self._step_total += self._step_times[-1]
             self._segment_times.append((event.last_step - seg.start_step, duration,
                                         seg.start_step == 0))
@@ -549,6 +649,11 @@ class Controller:
             # Stopped ahead of a spot interruption, checkpoint taken: it continues elsewhere.
             self._evacuating.discard(seg.segment_id)
             self.store.update_segment(seg.segment_id, state="preempted")
+            self._job_lost(trial.trial_id)
+            self._set_trial_state(trial, "paused", now)
+            return
+        elif event.status == "stopped" and widening:
+            # Stopped to be re-run on more GPUs from this checkpoint: offered again at once.
             self._job_lost(trial.trial_id)
             self._set_trial_state(trial, "paused", now)
             return
@@ -782,6 +887,7 @@ class Controller:
 
     # -- the end ----------------------------------------------------------------------------
     def _shutdown(self, state: str, reason: str, message: str | None) -> float:
+        self._widening.clear()   # every running segment stops now, and stays stopped
         if self.running:
             self.executor.request_stop(list(self.running))
             # Out of money, stopped segments get a part of the reaction time (the rest is for

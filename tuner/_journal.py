@@ -1,10 +1,11 @@
 """Replay the scheduler journal: rebuild a scheduler's state after a restart.
 
 The controller writes every call that changes its scheduler's state to the store (a job it
-committed, a rung reached, a trial that ended, a job lost) in order. Schedulers are pure and
-deterministic, so the same calls in the same order into a fresh scheduler rebuild the same
-rungs, promotions and brackets; each replayed job is checked against the journal, and a
-mismatch (a journal from another scheduler or another version) is an error, not a guess.
+committed, a rung reached, a trial that ended, a job lost, admission closed) in order.
+Schedulers are pure and deterministic, so the same calls in the same order into a fresh
+scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
+the journal, and a mismatch (a journal from another scheduler or another version) is an error,
+not a guess.
 Event sourcing rather than per-scheduler snapshots: one mechanism for ASHA, SHA and Hyperband,
 through their public interface only.
 """
@@ -39,6 +40,8 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
             scheduler.on_trial_end(trial_id, e["step"], e["value"], failed=bool(e["flag"]))
         elif kind == "lost":
             scheduler.on_job_lost(trial_id)
+        elif kind == "close":
+            scheduler.close_admission()
         else:
             raise RestoreError(f"journal entry {n}: unknown kind {kind!r}")
     return n

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import Ledger, Plan, ReplanView, ScalingPolicy, SimClock
+from budgets import Ledger, Plan, Reallocation, ReplanView, ScalingPolicy, SimClock
 from cloud import SimInstanceType, SimProvider, uniform_boot
 from tuner._controller import Controller, Outcome, RunSpec, Settings
 from tuner._sampling import PermutationSampler, Sampler
@@ -90,6 +90,8 @@ def simulate(
     faults: SimFaults | None = None,
     max_failures: int = 0,
     raise_errors: bool = True,
+    reallocation: Reallocation | None = None,
+    setup_s: float = 0.0,
 ) -> SimResult:
     """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time.
 
@@ -97,7 +99,9 @@ def simulate(
     trial may fail (its trainable raise) before it is given up, as in a real sweep. With
     ``raise_errors=False`` a sweep the controller gives up on (it has shut down, as a real one
     would) comes back as an outcome with state ``failed``, reason ``error`` and the message,
-    so what it left in the store can still be inspected.
+    so what it left in the store can still be inspected. ``reallocation`` is the controller's
+    deadline policy (HyperSched; None: off). ``setup_s`` is what every segment pays before its
+    first step (starting the trainable, restoring its checkpoint): the restart cost.
     """
     clock = SimClock()
     f = faults or SimFaults()
@@ -111,7 +115,7 @@ def simulate(
                            storms=f.preemption_storms if spot else (),
                            failures_per_hour=f.vm_failures_per_hour)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
-                           speedup=speedup, time_scale=time_scale, seed=seed,
+                           speedup=speedup, time_scale=time_scale, seed=seed, setup_s=setup_s,
                            config_ids=list(curves.config_ids()),
                            app_error_prob=f.app_error_prob, nan_prob=f.nan_prob,
                            worker_losses_per_hour=f.worker_losses_per_hour,
@@ -136,7 +140,7 @@ def simulate(
         executor=executor,
         provider=provider, ledger=ledger, store=store,
         clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling,
-        replanner=replanner)
+        replanner=replanner, reallocation=reallocation)
     started = clock.now()
     try:
         outcome = controller.run()

@@ -222,7 +222,8 @@ class Store:
                     value: float | None = None, bracket: int | None = None,
                     flag: bool = False) -> None:
         """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
-        ``lost``), in order: a resumed sweep replays them into a fresh scheduler."""
+        ``lost``, ``close``: admission closed), in order: a resumed sweep replays them into a
+        fresh scheduler."""
         with self._db:
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))

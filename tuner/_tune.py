@@ -12,13 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from budgets import FollowPlan, Ledger, Plan, RealClock, Replanner, billed
+from budgets import FollowPlan, Ledger, Plan, RealClock, Reallocation, Replanner, billed
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
 from tuner._lock import ControllerLock
-from tuner._planning import cheapest_hourly, plan_for, plan_instance, replanner_for, static_plan_for
+from tuner._planning import (
+    cheapest_hourly,
+    plan_for,
+    plan_instance,
+    profile_for,
+    replanner_for,
+    static_plan_for,
+)
 from tuner._providers import check_cloud_broker, open_workers
 from tuner._result import TuneResult
 from tuner._sampling import Sampler
@@ -250,7 +257,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
                           prior_usd=prior_usd),
             store=store, clock=clock,
             settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
-            observer=observer, scaling=scaling, replanner=replanner)
+            observer=observer, scaling=scaling, replanner=replanner,
+            reallocation=_reallocation(sweep, plan))
         if prior is not None:
             (exp_dir / STOP_FILE).unlink(missing_ok=True)
             controller.restore()     # VMs the earlier run left running are adopted
@@ -287,6 +295,18 @@ def latest_checkpoint(location: str) -> Path | str | None:
         return None
     name = f"{location.rstrip('/')}/step-{steps[-1]:06d}.pkl"
     return name if "://" in location else Path(name)
+
+
+def _reallocation(sweep: SweepConfig, plan: Plan) -> Reallocation | None:
+    """HyperSched's policy when ``scheduler.deadline_policy`` asks for it: a trial may take
+    every GPU of its instance; a restart costs the profile's setup, checkpoint and restore
+    plus the step it gives up."""
+    if sweep.scheduler.deadline_policy != "hypersched":
+        return None
+    profile = profile_for(sweep)
+    return Reallocation(profile.speedup, max_gpus_per_trial=plan_instance(sweep, plan).gpus,
+                        restart_s=profile.setup_s + profile.checkpoint_s + profile.restore_s
+                        + profile.seconds_per_step(1))
 
 
 def _scaling(sweep: SweepConfig, plan: Plan) -> tuple[FollowPlan | None, Replanner | None]:

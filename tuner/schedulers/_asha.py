@@ -72,6 +72,10 @@ class ASHA(_RungScheduler):
                 candidates.pop()
             keys = self._keys[k]
             top = len(keys) // self.reduction_factor
+            if self._closed:
+                # No trial will arrive to fill the rung: its top 1/eta rounds up, so the best
+                # trial of a rung too small for a promotion still goes on.
+                top = -(-len(keys) // self.reduction_factor)
             if not candidates or top == 0:
                 continue
             key, _, trial_id = candidates[-1]

@@ -94,6 +94,11 @@ class Scheduler(ABC):
         """The rung index a job to ``step`` belongs to (0 when the policy has no single ladder)."""
         return 0
 
+    def close_admission(self) -> None:
+        """Start no new trial from now on (HyperSched's admission control near a deadline):
+        ``next_job`` offers only lost jobs and promotions of the trials already started."""
+        raise NotImplementedError(f"{type(self).__name__} has no admission control")
+
 
 @dataclass
 class _Trial:
@@ -119,6 +124,7 @@ class _RungScheduler(Scheduler):
         self._values: list[list[tuple[str, float | None]]] = [[] for _ in rungs]  # per rung
         self._lost: list[Job] = []   # segments to offer again, before anything else
         self._ready: list[Job] = []  # promotions already decided, offered next
+        self._closed = False         # close_admission(): no new trials
 
     @property
     def max_resource(self) -> int:
@@ -150,8 +156,15 @@ class _RungScheduler(Scheduler):
         job = self._promotion()
         return None if job is None else self._commit(job)
 
+    def close_admission(self) -> None:
+        self._closed = True
+
+    def _all_started(self) -> bool:
+        """No new trial will start: all ``num_trials`` have, or admission is closed."""
+        return self._closed or len(self._trials) >= self.num_trials
+
     def _new_job(self, new_trial_id: str) -> Job | None:
-        if len(self._trials) >= self.num_trials:
+        if self._all_started():
             return None
         return self._commit(Job(new_trial_id, self.rungs[0], new=True))
 
@@ -199,7 +212,7 @@ class _RungScheduler(Scheduler):
 
     def is_finished(self) -> bool:
         return (
-            len(self._trials) >= self.num_trials
+            self._all_started()
             and not self._lost
             and not self._ready
             and all(t.status is not TrialStatus.RUNNING for t in self._trials.values())

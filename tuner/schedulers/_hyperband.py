@@ -96,6 +96,10 @@ class Hyperband(Scheduler):
         self._bracket_of[new_trial_id] = i
         return replace(job, bracket=i)
 
+    def close_admission(self) -> None:
+        for bracket in self.brackets:
+            bracket.close_admission()
+
     def _bracket(self, trial_id: str) -> SuccessiveHalving:
         return self.brackets[self._bracket_of[trial_id]]
 

@@ -71,6 +71,14 @@ class SuccessiveHalving(_RungScheduler):
             self._members.append(job.trial_id)
         return job
 
+    def close_admission(self) -> None:
+        """No new trials: the stage being filled is decided with the trials it has, and the
+        later stages are sized from them."""
+        super().close_admission()
+        if self._stage == 0 and len(self._trials) < self.num_trials:
+            self.sizes = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
+            self._settle()
+
     def _settled(self, trial_id: str) -> bool:
         trial = self._trials[trial_id]
         if trial.status is TrialStatus.PAUSED:
@@ -80,7 +88,7 @@ class SuccessiveHalving(_RungScheduler):
     def _settle(self) -> None:
         while (
             self._stage < len(self.rungs) - 1
-            and len(self._trials) >= self.num_trials
+            and self._all_started()
             and all(self._settled(t) for t in self._members)
         ):
             paused = [t for t in self._members if self._trials[t].status is TrialStatus.PAUSED]
