@@ -847,6 +847,8 @@ class Controller:
         training resumes from its last checkpoint, so what the segment reported after it is
         superseded by the re-run."""
         run = self.running.pop(seg_id)
+        self._evacuating.discard(seg_id)
+        self._widening.discard(seg_id)
         self.store.drop_reports(seg_id)
         self.store.update_segment(seg_id, state=state, finished_at=now)
         trial = self.trials[run.segment.trial_id]
