@@ -174,7 +174,10 @@ def draw_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
     schedule: dict[str, Any] = {
         "index": index, "task": task, "resumable": curves.resumable, "num_trials": n,
         "max_resource": resource, "reduction_factor": eta, "time_scale": scale,
-        "s_per_step": curves.step_seconds_median() * scale, "policy": policy,
+        # What a step costs in the (scaled) replay: the median full trial over its steps. (The
+        # data's own median step time can be far from it on full-fit sets, whose small
+        # anchors fit in milliseconds, and the budgets would be off by orders of magnitude.)
+        "s_per_step": full * scale / resource, "policy": policy,
         "scheduler": sched, "workers": workers, "spot": spot,
         "deadline_factor": rng.uniform(*DEADLINE_FACTORS),
         "budget_factor": rng.uniform(*BUDGET_FACTORS),
