@@ -265,7 +265,10 @@ class Controller:
         price = self.provider.price_per_hour(self.spec.instance_type, self.spec.spot)
         now = self.clock.now()
         affordable = 0
-        committed_now = self.ledger.committed(now)
+        # What is committed counts every running instance until it could be stopped (the
+        # reaction time), not until now: a launch that fills the budget to the brim with
+        # billing minimums would leave the others' next seconds unpaid for.
+        committed_now = self.ledger.committed(now + self.settings.reaction_s)
         for _ in range(count):
             extra = billed(price, 0.0, self.ledger.minimum_s) * (affordable + 1)
             if self.ledger.budget_usd is not None and (
