@@ -125,6 +125,17 @@ def test_worker_command_needs_a_broker():
     assert run.returncode == 2 and "--broker" in run.stderr
 
 
+def test_run_reads_the_broker_from_the_environment(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent(GOOD))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ELASTUNE_BROKER_URL="ftp://:pw@example.com/0")
+    run = subprocess.run([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--dir",
+                          str(tmp_path / "exp")], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2 and "broker_url" in run.stderr
+    assert not (tmp_path / "exp").exists()
+
+
 def test_human_output_names_best_and_spend(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(textwrap.dedent(GOOD))

@@ -26,7 +26,8 @@ def _given(**options: Any) -> dict[str, Any]:
 
 
 BROKER_HELP = ("Redis URL (default: an embedded one on a private socket); needs a password, and "
-               "TLS (rediss://) unless on loopback or a unix socket")
+               "TLS (rediss://) unless on loopback or a unix socket; ELASTUNE_BROKER_URL keeps "
+               "the password out of `ps`")
 INSECURE_HELP = "accept a broker URL without a password, or a remote one without TLS"
 
 
@@ -42,7 +43,8 @@ def run(
     time_budget: Annotated[str | None, typer.Option(help="e.g. 90s, 30m, 2h")] = None,
     cost_budget: Annotated[str | None, typer.Option(help="US dollars")] = None,
     provider: Annotated[str | None, typer.Option(help="local | aws | gcp")] = None,
-    broker: Annotated[str | None, typer.Option(help=BROKER_HELP)] = None,
+    broker: Annotated[str | None, typer.Option(help=BROKER_HELP,
+                                               envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
@@ -156,7 +158,8 @@ def resume_command(
     time_budget: Annotated[str | None, typer.Option(help="new total, e.g. 2h")] = None,
     cost_budget: Annotated[str | None, typer.Option(help="new total, US dollars")] = None,
     num_trials: Annotated[int | None, typer.Option(help="new total number of trials")] = None,
-    broker: Annotated[str | None, typer.Option(help=BROKER_HELP)] = None,
+    broker: Annotated[str | None, typer.Option(help=BROKER_HELP,
+                                               envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
