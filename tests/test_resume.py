@@ -120,6 +120,22 @@ def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
         resume(exp, time_budget=1.0)
 
 
+def test_a_trial_sampled_but_never_journaled_is_sampled_again_on_resume(tmp_path):
+    # The controller died between recording a new trial and journaling its first job: the
+    # scheduler never heard of it, so the resumed run forgets it and samples the slot again.
+    exp = tmp_path / "exp"
+    first = tune(_sweep(), time_budget="2m", cost_budget=1.0, experiment_dir=exp, num_trials=9)
+    assert first.state == "finished"
+    store = Store(exp)
+    store.add_trial("t0010", 10, {"x": 0.5}, 0, time.time())
+    store.close()
+    more = resume(exp, time_budget="4m", cost_budget=2.0, num_trials=12)
+    assert more.state == "finished" and more.trials.shape[0] == 12
+    store = Store(exp, readonly=True)
+    assert store.segments("t0010")                 # it ran this time, sampled afresh
+    assert store.trial("t0010")["params"] != {"x": 0.5}
+
+
 @pytest.mark.slow
 def test_a_killed_controller_is_resumed_without_losing_finished_results(tmp_path):
     sweep = tmp_path / "sweep.yaml"

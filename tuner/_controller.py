@@ -361,6 +361,12 @@ class Controller:
         journal = self.store.journal()
         replay(self.scheduler, journal)
         self._admission_closed = any(e["kind"] == "close" for e in journal)
+        journaled = {e["trial_id"] for e in journal if e["kind"] == "job"}
+        for tid in [t for t in self.trials if t not in journaled]:
+            # Sampled, but the controller died before its first job was journaled: it never
+            # ran, and the scheduler has never heard of it.
+            del self.trials[tid]
+            self.store.forget_trial(tid)
         for trial in self.trials.values():
             if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
                 # In flight, or stopped at the end of the last run: offered again.

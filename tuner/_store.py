@@ -107,6 +107,13 @@ class Store:
                 " updated_at) VALUES (?,?,?,?,?,?,?)",
                 (trial_id, number, json.dumps(dict(params)), "running", bracket, t, t))
 
+    def forget_trial(self, trial_id: str) -> None:
+        """Remove a trial that never started (the controller died between sampling it and
+        recording its first job): a resumed sweep samples that slot again."""
+        with self._db:
+            for table in ("reports", "segments", "trials"):
+                self._db.execute(f"DELETE FROM {table} WHERE trial_id = ?", (trial_id,))
+
     def update_trial(self, trial_id: str, t: float, **fields: Any) -> None:
         if "value" in fields:
             fields["value"] = _nan_to_none(fields["value"])
