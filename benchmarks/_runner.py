@@ -8,6 +8,7 @@ after) or, with ``--out DIR``, under DIR (kept).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -47,3 +48,11 @@ def run_quietly(name: str, out: str | None, run: Callable[[Path], dict[str, Any]
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def emit(doc: dict[str, Any], as_json: bool, print_table: Callable[[dict[str, Any]], None]) -> None:
+    """The result on stdout: one JSON object, or the human table."""
+    if as_json:
+        sys.stdout.write(json.dumps(doc, allow_nan=False, default=str) + "\n")
+    else:
+        print_table(doc)

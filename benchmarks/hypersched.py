@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from benchmarks.planner import largest_power  # noqa: E402
 from budgets import (  # noqa: E402
     RESNET50_CIFAR10,
     SAMPLE_DIR,
@@ -94,13 +95,6 @@ def imagenet_tasks(data_dir: Path) -> tuple[Path, list[str], str | None]:
     names = [n for n in discover(SAMPLE_DIR) if load_curves(SAMPLE_DIR, n).resumable]
     return SAMPLE_DIR, names, (f"no ImageNet curve set in {data_dir} or the shipped sample: "
                                "using the sample's other tasks")
-
-
-def largest_power(base: int, limit: float) -> int:
-    p = 1
-    while p * base <= limit:
-        p *= base
-    return p
 
 
 def make_task(data_dir: Path, name: str, max_configs: int | None) -> Task:

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from benchmarks._runner import run_quietly  # noqa: E402
+from benchmarks._runner import emit, run_quietly  # noqa: E402
 from tuner import tune, uniform  # noqa: E402
 from tuner._store import STORE_NAME, Store  # noqa: E402
 
@@ -432,10 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["details"]["load"].pop("experiment_dir", None)
         if args.status_store is None:
             doc["details"]["status"].pop("store", None)
-    if args.json:
-        sys.stdout.write(json.dumps(doc, allow_nan=False, default=str) + "\n")
-    else:
-        print_table(doc)
+    emit(doc, args.json, print_table)
     return 0
 
 

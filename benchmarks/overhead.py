@@ -16,7 +16,6 @@ and nothing else. Progress, and whatever the libraries print, goes to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -43,7 +42,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import examples.digits  # noqa: E402  (imported here so no timed run pays for sklearn's import)
-from benchmarks._runner import run_quietly  # noqa: E402
+from benchmarks._runner import emit, run_quietly  # noqa: E402
 from tuner import load_sweep, tune, uniform  # noqa: E402
 from tuner._store import Store  # noqa: E402
 
@@ -531,10 +530,7 @@ def main(argv: list[str] | None = None) -> int:
                      doc["details"]["digits"]["elastune"], doc["details"]["digits"]["raytune"]):
             part.pop("experiment_dir", None)
             part.pop("storage_path", None)
-    if args.json:
-        sys.stdout.write(json.dumps(doc, allow_nan=False, default=str) + "\n")
-    else:
-        print_table(doc)
+    emit(doc, args.json, print_table)
     return 0
 
 

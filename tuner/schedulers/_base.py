@@ -94,10 +94,10 @@ class Scheduler(ABC):
         """The rung index a job to ``step`` belongs to (0 when the policy has no single ladder)."""
         return 0
 
+    @abstractmethod
     def close_admission(self) -> None:
         """Start no new trial from now on (HyperSched's admission control near a deadline):
         ``next_job`` offers only lost jobs and promotions of the trials already started."""
-        raise NotImplementedError(f"{type(self).__name__} has no admission control")
 
 
 @dataclass
