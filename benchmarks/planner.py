@@ -341,10 +341,16 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 trials = min(k, task.configs)
                 if aplan.feasible and trials >= 1 and aplan.rungs:
                     sched = {**sched_sha, "max_resource": aplan.rungs[-1].resource}
+                    # As a sweep with ``num_trials: None`` runs: the plan, re-planned online
+                    # (fewer trials when what is observed no longer fits the budget).
+                    areplanner = Replanner(
+                        JobShape(trials, 1, aplan.rungs[-1].resource, ETA), profile(), itype,
+                        deadline, cost_budget_usd=budget, straggler=straggler,
+                        billing_minimum_s=BILLING_MINIMUM_S)
                     ar, aerr = sim(scheduler=sched, num_trials=trials,
                                    workers=max(1, aplan.workers_for_rung(0)),
-                                   scaling=FollowPlan(aplan), time_budget_s=deadline,
-                                   cost_budget_usd=budget)
+                                   scaling=FollowPlan(aplan), replanner=areplanner,
+                                   time_budget_s=deadline, cost_budget_usd=budget)
                     arun = _run_summary(ar, aerr)
                 else:
                     arun = _run_summary(None, f"plan infeasible: {aplan.reason}")

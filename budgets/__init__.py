@@ -5,6 +5,7 @@ from budgets._clock import Clock, RealClock, SimClock
 from budgets._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
 from budgets._job import JobShape, stage_time
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
+from budgets._pace import TrialPaces, stage_paces
 from budgets._plan import Plan, RungPlan, TimelinePoint
 from budgets._planner import (
     choose_instance,
@@ -65,6 +66,7 @@ __all__ = [
     "ScalingPolicy",
     "Static",
     "TimelinePoint",
+    "TrialPaces",
     "Clock",
     "InstanceType",
     "JobShape",
@@ -92,6 +94,7 @@ __all__ = [
     "plan_static",
     "read_prices",
     "shipped_prices_path",
+    "stage_paces",
     "stage_time",
     "trial_counts",
 ]

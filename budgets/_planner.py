@@ -105,6 +105,7 @@ class _Job:
     base_gpus: int                      # the static plans' GPUs per trial
     tpw: dict[int, int]                 # GPUs per trial -> trials per instance
     segment: list[dict[int, float]]     # stage -> GPUs per trial -> one segment's seconds
+    pace: list[tuple[float, float]]     # stage -> (mean, slowest) of its trials' paces
     factor: float                       # 1 + straggler
     boot: int
     minimum: float
@@ -115,9 +116,13 @@ class _Job:
         key = (k, g, w)
         t = self._durations.get(key)
         if t is None:
-            # The same arithmetic as stage_time, rounded up to a whole second.
+            # The same arithmetic as stage_time, rounded up to a whole second; with trials of
+            # known paces the stage lasts at least as long as its slowest one (LPT: slowest
+            # first, so the waves average out and the slowest trial bounds the rest).
             waves = -(-self.sizes[k] // (w * self.tpw[g]))
-            t = self._durations[key] = _whole(waves * self.segment[k][g] * self.factor)
+            mean, slowest = self.pace[k]
+            t = self._durations[key] = _whole(max(waves * mean, slowest)
+                                              * self.segment[k][g] * self.factor)
         return t
 
     def candidates(self, k: int, g: int) -> list[int]:
@@ -135,7 +140,7 @@ class _Job:
     def work_lower_bound(self, k: int) -> float:
         """Instance-seconds stage k needs at least: its trials' seconds over the slots."""
         return min(self.sizes[k] / self.tpw[g] * self.segment[k][g] * self.factor
-                   for g in self.options)
+                   * self.pace[k][0] for g in self.options)
 
 
 def _job(shape: JobShape, profile: Profile, instance: InstanceType, gpus_per_trial: int,
@@ -165,7 +170,8 @@ def _job(shape: JobShape, profile: Profile, instance: InstanceType, gpus_per_tri
     segment = [{g: profile.segment_seconds(s, g, restore=k > 0) for g in options}
                for k, s in enumerate(steps)]
     return _Job(sizes, steps, options, gpus_per_trial,
-                {g: instance.gpus // g for g in options}, segment, 1.0 + float(straggler),
+                {g: instance.gpus // g for g in options}, segment, [(1.0, 1.0)] * len(sizes),
+                1.0 + float(straggler),
                 _whole(boot), float(billing_minimum_s), max_workers, {})
 
 
@@ -472,7 +478,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
                    spot: bool = False,
                    billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
                    max_workers: int | None = None, straggler: float = 0.0,
-                   gpu_options: Iterable[int] | None = None) -> Plan:
+                   gpu_options: Iterable[int] | None = None,
+                   paces: Sequence[tuple[float, float]] | None = None) -> Plan:
     """Re-plan a sweep under way: :func:`plan_cost_min` for stages ``from_stage..`` of
     ``shape`` only, ``elapsed_s`` seconds after the sweep started, with ``live_workers``
     instances already up and ``done_in_stage`` of stage ``from_stage``'s trials already
@@ -483,6 +490,12 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     stage ``from_stage`` on more of them waits one boot latency for the new ones (billing the
     live ones meanwhile). Holding the live count, and every static count, are candidates, so
     the result is never dearer than keeping a fixed cluster that meets the deadline.
+
+    ``paces`` gives, per planned stage (``from_stage`` first), the (mean, slowest) seconds per
+    step of the trials it will train relative to the profile's (1.0: as profiled; missing
+    stages: (1, 1)). Trials differ (a wider network trains slower, and successive halving may
+    favour it), and a synchronous stage ends with its slowest trial: a stage of ``m`` trials
+    on ``w`` slots takes ``max(ceil(m / w) * mean, slowest)`` profiled segments.
 
     Returns:
         A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and
@@ -506,8 +519,17 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
                 billing_minimum_s, max_workers)
     sizes = full.sizes[from_stage:]
     sizes = [max(1, sizes[0] - done_in_stage), *sizes[1:]]
+    planned = list(paces or ())[:len(sizes)]
+    for k, pair in enumerate(planned):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2
+                and all(isinstance(v, int | float) and math.isfinite(v) and v > 0
+                        for v in pair) and pair[0] <= pair[1] + _EPS):
+            raise ValueError(f"paces[{k}] is {pair!r}, but must be (mean, slowest) with "
+                             "0 < mean <= slowest")
+    pace = [(float(a), float(b)) for a, b in planned]
+    pace += [(1.0, 1.0)] * (len(sizes) - len(pace))
     job = replace(full, sizes=sizes, steps=full.steps[from_stage:],
-                  segment=full.segment[from_stage:], _durations={})
+                  segment=full.segment[from_stage:], pace=pace, _durations={})
     left = deadline - elapsed_s
     n, live = len(job.sizes), live_workers
     counts = sorted(set(job.candidates(0, gpus_per_trial)) | ({live} if live else set()))
@@ -521,7 +543,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     extra: dict[str, Any] = {"fastest_wall_s": elapsed_s + fastest,
                              "s_per_step": profile.seconds_per_step(gpus_per_trial),
                              "from_stage": from_stage, "elapsed_s": elapsed_s,
-                             "live_workers": live, "done_in_stage": done_in_stage}
+                             "live_workers": live, "done_in_stage": done_in_stage,
+                             "paces": [list(p) for p in pace]}
     common: dict[str, Any] = dict(deadline=deadline, planner="cost-min", started=started,
                                   extra=extra, live=live, first=from_stage, offset=elapsed_s)
     if fastest > left + _EPS:

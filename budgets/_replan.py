@@ -21,12 +21,14 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 from budgets._job import JobShape
+from budgets._pace import stage_paces
 from budgets._plan import Plan
-from budgets._planner import plan_remaining
+from budgets._planner import plan_remaining, trial_counts
 from budgets._prices import InstanceType
 from budgets._profile import Profile
 from budgets._scaling import ReplanView
@@ -44,6 +46,9 @@ class Replanner:
     the number of segments behind it (so the profile's prior counts as ``prior_weight``
     segments), then calls :func:`plan_remaining` from the current stage with the live
     instances and without the current stage's trials already done (``view.stage_done``).
+    When the view ranks the current stage's trials with their own paces, each stage left is
+    planned with the paces of the trials likely to be in it (:func:`budgets.stage_paces`): the
+    pending ones now, the best-ranked ones later.
 
     Plans made in the first stage (the initial one included) take the boot latency at its 0.9
     quantile, not its mean: stage 0 needs its whole cluster, which is up only when the
@@ -58,15 +63,28 @@ class Replanner:
     has not done the job. When no plan keeps the margin, the cheapest plan that ends by the
     deadline itself is taken before the fastest (dearest) one.
 
+    With a ``cost_budget_usd`` (the sweep whose number of trials the planner chose, SEER's
+    problem) a re-plan in the first stage whose plan no longer fits the deadline, or whose
+    predicted cost passes the budget left (less the margin), shrinks the job: the most trials,
+    no fewer than ``view.started``, whose plan fits both; the plan carries that
+    ``num_trials``, and the controller closes admission there. Later stages have their trials
+    and are planned as they are (the ledger keeps spend within the budget).
+
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
     :func:`plan_remaining`.
     """
 
     def __init__(self, shape: JobShape, profile: Profile, instance: InstanceType,
                  deadline_s: float | None, *, margin: float = 0.05,
-                 **planner_kwargs: Any) -> None:
+                 cost_budget_usd: float | None = None, **planner_kwargs: Any) -> None:
         if not 0 <= margin < 1:
             raise ValueError(f"margin is {margin!r}, but must be 0 <= margin < 1")
+        if cost_budget_usd is not None and not (isinstance(cost_budget_usd, int | float)
+                                                and math.isfinite(cost_budget_usd)
+                                                and cost_budget_usd > 0):
+            raise ValueError(f"cost_budget_usd is {cost_budget_usd!r}, but must be None or "
+                             "a finite number > 0")
+        self.cost_budget_usd = cost_budget_usd
         self.shape = shape
         self.profile = profile
         self.instance = instance
@@ -89,25 +107,57 @@ class Replanner:
             # it ran on; the extra is not assumed to shrink with more of them).
             profile.first_segment_s = float(view.observed_first_s)
         stage = min(view.stage, len(self.shape.rungs()) - 1)
-        return self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live,
-                          done=max(0, view.stage_done) if stage == view.stage else 0)
+        paces = None
+        if stage == view.stage and view.paces and len(view.pending) == len(view.paces):
+            paces = stage_paces(view.paces, view.pending, self.shape.stage_sizes()[stage:])
+        done = max(0, view.stage_done) if stage == view.stage else 0
+        plan = self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live,
+                          done=done, paces=paces)
+        if self.cost_budget_usd is None or view.stage != 0 or self._fits(plan, view):
+            return plan
+        # SEER's problem online: the shape no longer fits both budgets with what has been
+        # observed, and admission is still open. The most trials, no fewer than those
+        # already started, whose plan does; the controller closes admission at that count.
+        shape = self.shape
+        counts = [n for n in trial_counts(shape.reduction_factor, shape.num_trials - 1)
+                  if n >= max(1, view.started)]
+        if view.started < shape.num_trials and view.started not in counts:
+            counts.append(max(1, view.started))
+        for n in sorted(set(counts), reverse=True):
+            smaller = replace(shape, num_trials=n)
+            candidate = self._plan(profile, stage=0, elapsed_s=view.elapsed_s, live=view.live,
+                                   done=min(done, n - 1), paces=None, shape=smaller)
+            if self._fits(candidate, view):
+                self.shape = smaller
+                return candidate
+        return plan
+
+    def _fits(self, plan: Plan, view: ReplanView) -> bool:
+        """Feasible, and its predicted cost within the budget left, less the margin."""
+        assert self.cost_budget_usd is not None
+        left = (self.cost_budget_usd - view.spent_usd) * (1.0 - self.margin)
+        return plan.feasible and plan.predicted_cost_usd <= left
 
     def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int,
-              done: int = 0) -> Plan:
+              done: int = 0, paces: list[tuple[float, float]] | None = None,
+              shape: JobShape | None = None) -> Plan:
+        shape = self.shape if shape is None else shape
         kwargs = dict(self.kwargs)
+        if paces is not None:
+            kwargs["paces"] = paces
         if stage == 0 and kwargs.get("boot_s") is None:
             kwargs["boot_s"] = profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE)
         deadline = self.deadline_s
         aimed = deadline
         if deadline is not None:
             aimed = deadline - self.margin * max(0.0, deadline - elapsed_s)
-        plan = plan_remaining(self.shape, profile, self.instance, aimed, from_stage=stage,
+        plan = plan_remaining(shape, profile, self.instance, aimed, from_stage=stage,
                               elapsed_s=elapsed_s, live_workers=live, done_in_stage=done,
                               **kwargs)
         if not plan.feasible and aimed != deadline:
             # The margin cannot be kept: the cheapest plan that still ends by the deadline
             # itself, rather than the fastest (and dearest) one.
-            exact = plan_remaining(self.shape, profile, self.instance, deadline,
+            exact = plan_remaining(shape, profile, self.instance, deadline,
                                    from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
                                    done_in_stage=done, **kwargs)
             if exact.feasible:

@@ -36,6 +36,11 @@ class ReplanView:
     spent_usd: float
     observed_first_s: float | None = None  # fitted extra seconds of a trial's first segment
     stage_done: int = 0                  # segments of rung ``stage`` finished (``done``)
+    # The current stage's trials, best-ranked first: each one's pace (its seconds per step over
+    # ``observed_s_per_step``; None: not measured yet) and whether it has still to train.
+    paces: tuple[float | None, ...] = ()
+    pending: tuple[bool, ...] = ()
+    started: int = 0                     # trials admitted so far
 
 
 class ScalingPolicy(Protocol):

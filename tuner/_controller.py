@@ -26,6 +26,7 @@ from budgets import (
     ReplanView,
     ScaleView,
     ScalingPolicy,
+    TrialPaces,
     billed,
     fit_segment_times,
 )
@@ -148,6 +149,7 @@ class Controller:
         # the trials still going get the free slots of their instance where that pays.
         self.reallocation = reallocation
         self._admission_closed = False
+        self._admit_limit: int | None = None  # a re-plan's smaller number of trials
         self._unit_step_times: list[float] = []   # seconds per step on one GPU (s(g) x seen)
         self._widening: set[str] = set()          # segments stopped to re-run on more GPUs
         self._deadline = math.inf
@@ -163,6 +165,7 @@ class Controller:
         # Finished segments as (steps, seconds, fresh: started the trial from step 0), for
         # fit_segment_times; and segments finished ("done") per rung index.
         self._segment_times: list[tuple[int, float, bool]] = []
+        self._paces = TrialPaces()         # per trial, for the re-planner
         self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
         self._last_spend_write = -math.inf
@@ -429,6 +432,9 @@ class Controller:
                 return
             if self.reallocation is not None and not self._admission_closed:
                 self._check_admission(now)
+            if (self._admit_limit is not None and not self._admission_closed
+                    and len(self.trials) >= self._admit_limit):
+                self._close_admission(f"the plan is down to {self._admit_limit} trials")
             number = len(self.trials) + 1
             job = self.scheduler.next_job(f"t{number:04d}")
             if job is None:
@@ -481,8 +487,12 @@ class Controller:
         if self.reallocation.admit(self._deadline - now, self._unit_s_per_step(),
                                    self.scheduler.max_resource):
             return
-        log.info("admission closed: a new trial could not reach step %d by the deadline",
-                 self.scheduler.max_resource)
+        self._close_admission(f"a new trial could not reach step "
+                              f"{self.scheduler.max_resource} by the deadline")
+
+    def _close_admission(self, why: str) -> None:
+        """No new trials from now on (journaled, so a resumed sweep keeps it closed)."""
+        log.info("admission closed: %s", why)
         self._admission_closed = True
         self.store.journal_add("close", "*")
         self.scheduler.close_admission()
@@ -633,6 +643,8 @@ class Controller:
             self._step_total += self._step_times[-1]
             self._segment_times.append((event.last_step - seg.start_step, duration,
                                         seg.start_step == 0))
+            self._paces.observe(trial.trial_id, steps=event.last_step - seg.start_step,
+                                seconds=duration, fresh=seg.start_step == 0)
             rungs = getattr(self.scheduler, "rungs", None)
             if rungs and seg.stop_step in rungs:
                 k = rungs.index(seg.stop_step)
@@ -757,14 +769,40 @@ class Controller:
             now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None,
-            stage_done=self._done_at_rung.get(self._stage, 0)))
+            stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
+            **self._member_paces(mean)))
         if new is None:
             return
+        if (isinstance(plan, Plan) and new.num_trials < plan.num_trials
+                and not self._admission_closed):
+            # The re-planner shrank the job (a budget it no longer fits): admit no more.
+            self._admit_limit = max(1, new.num_trials)
         if isinstance(self.scaling, FollowPlan):
             self.scaling.plan = new
         else:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
+
+    def _member_paces(self, s_per_step: float | None) -> dict[str, tuple]:
+        """The current stage's trials, ranked, with their paces and whether they still train
+        in it (for :class:`budgets.ReplanView`); empty for a scheduler without stages."""
+        members = getattr(self.scheduler, "members", None)
+        rungs = getattr(self.scheduler, "rungs", None)
+        if not callable(members) or not rungs or not s_per_step:
+            return {}
+        stage = min(self._stage, len(rungs) - 1)
+        at, to = rungs[max(0, stage - 1)], rungs[stage]
+        sign = 1.0 if self.spec.mode == "max" else -1.0
+
+        def rank(trial_id: str) -> float:  # best first; not measured yet: last
+            trial = self.trials[trial_id]
+            value = self._value_at(trial, at) if trial.step >= at else None
+            ok = value is not None and math.isfinite(value)
+            return -sign * value if ok else math.inf
+
+        ranked = sorted((t for t in members() if t in self.trials), key=rank)
+        return {"paces": tuple(self._paces.pace(t, s_per_step=s_per_step) for t in ranked),
+                "pending": tuple(self.trials[t].step < to for t in ranked)}
 
     def _autoscale(self, now: float) -> None:
         """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""

@@ -163,9 +163,13 @@ def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:
 
 
 def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None) -> Replanner:
-    """The online re-planner for a sweep about to run ``plan``'s shape on its instance type."""
+    """The online re-planner for a sweep about to run ``plan``'s shape on its instance type;
+    when the planner chose the number of trials, it may shrink it to keep within the cost
+    budget (see :class:`budgets.Replanner`)."""
+    chosen = sweep.num_trials is None
     return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),
                      plan_instance(sweep, plan, book), sweep.time_budget_s,
+                     cost_budget_usd=sweep.cost_budget_usd if chosen else None,
                      **_planner_kwargs(sweep))
 
 

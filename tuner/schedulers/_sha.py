@@ -71,6 +71,11 @@ class SuccessiveHalving(_RungScheduler):
             self._members.append(job.trial_id)
         return job
 
+    def members(self) -> list[str]:
+        """The trials of the current stage; from the second stage on, best-ranked first (by
+        their value at the rung before)."""
+        return list(self._members)
+
     def close_admission(self) -> None:
         """No new trials: the stage being filled is decided with the trials it has, and the
         later stages are sized from them."""

@@ -1,0 +1,172 @@
+"""Trials of different paces: per-trial paces, plans that wait for the slowest trial, and a
+re-planner that shrinks a job whose budget it no longer fits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from budgets import (
+    BootLatency,
+    FollowPlan,
+    InstanceType,
+    JobShape,
+    Profile,
+    Replanner,
+    ReplanView,
+    TrialPaces,
+    plan_remaining,
+    stage_paces,
+)
+from tests.test_simulate import SHA, Synth
+from tuner._simulate import simulate
+
+# $3.6/h: one instance-second costs $0.001.
+GPU = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
+SIM_GPU = InstanceType("local", "sim-gpu", "T4", 1, 4, 16, "local", 1.0)
+
+
+def test_a_trial_pace_comes_from_its_resumed_segments_else_from_its_first():
+    tp = TrialPaces()
+    tp.observe("a", steps=1, seconds=30.0, fresh=True)
+    tp.observe("b", steps=1, seconds=10.0, fresh=True)
+    # Only first segments: each against all first segments' mean (20 s a step).
+    assert tp.pace("a", s_per_step=10.0) == pytest.approx(1.5)
+    assert tp.pace("b", s_per_step=10.0) == pytest.approx(0.5)
+    # A resumed segment replaces that: a's steps against the fitted rate.
+    tp.observe("a", steps=2, seconds=24.0, fresh=False)
+    assert tp.pace("a", s_per_step=10.0) == pytest.approx(1.2)
+    assert tp.pace("c", s_per_step=10.0) is None
+    tp.observe("c", steps=0, seconds=5.0, fresh=False)           # nothing trained: ignored
+    assert tp.pace("c", s_per_step=10.0) is None
+
+
+def test_stage_paces_take_the_pending_trials_now_and_the_best_ranked_later():
+    ranked = [2.0, 1.0, None, 0.5, 3.0]          # best first; None: not measured (1.0)
+    pending = [False, True, True, True, False]
+    assert stage_paces(ranked, pending, [5, 2, 1]) == [
+        (round(2.5 / 3, 4), 1.0),                 # the three still to train
+        (1.5, 2.0),                               # the best two
+        (2.0, 2.0)]                               # the best one
+    assert stage_paces([], [], [3]) == [(1.0, 1.0)]
+
+
+def test_a_stage_lasts_as_long_as_its_slowest_trial():
+    # 9 trials, rungs 1/3/9: stage 1 is 3 trials x 2 steps (a 20 s segment), stage 2 one trial
+    # x 6 steps (60 s); 3 live workers, no billing minimum, deadline 600 s, 500 s in.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(100))
+    kw = dict(from_stage=1, elapsed_s=500.0, live_workers=3, billing_minimum_s=0)
+    same = plan_remaining(shape, profile, GPU, 600.0, **kw)
+    assert [(r.workers, r.end_s) for r in same.rungs] == [(3, 520.0), (1, 580.0)]
+    # One of stage 1's trials is twice as slow (mean pace 1, slowest 2): it sets the end of
+    # the stage on 3 workers (40 s), and 2 workers end it as soon (2 waves, 40 s) for less.
+    slow = plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 2.0)], **kw)
+    assert slow.feasible and slow.inputs["paces"] == [[1.0, 2.0], [1.0, 1.0]]
+    assert [(r.workers, r.start_s, r.end_s) for r in slow.rungs] == [
+        (2, 500.0, 540.0), (1, 540.0, 600.0)]
+    assert slow.predicted_cost_usd == pytest.approx(0.140)     # 2 x 40 + 60 instance-seconds
+    # The finalist 1.5x slower: 90 s for stage 2, which no cluster can shorten.
+    late = plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (1.5, 1.5)], **kw)
+    assert not late.feasible and late.predicted_wall_s == 610.0
+    with pytest.raises(ValueError, match=r"paces\[0\]"):
+        plan_remaining(shape, profile, GPU, 600.0, paces=[(2.0, 1.0)], **kw)
+    with pytest.raises(ValueError, match=r"paces\[1\]"):
+        plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (0.0, 1.0)], **kw)
+
+
+def test_the_replanner_plans_later_stages_with_the_likely_survivors_paces():
+    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(100)), GPU,
+                   deadline_s=None, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=500.0, stage=1, live=3, observed_s_per_step=10.0,
+                      observations=9, spent_usd=0.0, paces=(2.0, 1.0, 0.5),
+                      pending=(True, True, True))
+    plan = rp(view)
+    assert plan.inputs["paces"] == [[round(3.5 / 3, 4), 2.0], [2.0, 2.0]]
+    assert plan.rungs[-1].end_s - plan.rungs[-1].start_s == 120.0   # the best one, 2x slower
+
+
+class SlowWinners(Synth):
+    """Synth, but a config's steps cost more the better it is (10 s to 20 s)."""
+
+    def cost_s(self, c, a, b):
+        return 10.0 * (1.0 + 2.0 * (self.q[c] - 0.5)) * (b - a)
+
+
+def test_the_controller_ranks_the_stage_and_measures_each_trial():
+    seen: list[ReplanView] = []
+    rp = Replanner(JobShape(81, 1, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
+                   None, billing_minimum_s=60, max_workers=81)
+
+    def spy(view: ReplanView):
+        seen.append(view)
+        return rp(view)
+
+    curves = SlowWinners()
+    r = simulate(curves, metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=9,
+                 seed=0, boot_s=lambda rng: 60.0, scaling=FollowPlan(rp.initial()),
+                 replanner=spy)
+    assert r.outcome.reason == "done"
+    later = [v for v in seen if v.stage >= 1]
+    assert later and all(len(v.paces) == len(v.pending) for v in later)
+    stage1 = next(v for v in later if v.stage == 1)
+    assert len(stage1.paces) == 27 and stage1.started == 81
+    # Stage 1's trials are the best third, ranked best first: the slowest ones lead.
+    assert all(p is not None for p in stage1.paces)
+    assert stage1.paces[0] > stage1.paces[-1] and stage1.paces[0] > 1.0
+    plan = next(p for p in r.store.plans()[1:] if p["inputs"].get("from_stage") == 1)
+    mean, slowest = plan["inputs"]["paces"][-1]                  # the final 3 trials
+    assert slowest > 1.1 and mean <= slowest
+
+
+def _budget_sweep(replanner: bool, budget: float = 0.6):
+    # The planner believes 5 s a step; Synth's steps take 10 s. 81 trials would cost more
+    # than the budget; the re-planner, once it sees the real pace, admits fewer.
+    shape = JobShape(81, 1, 27, 3)
+    rp = Replanner(shape, Profile(5.0, boot=BootLatency.fixed(60)), SIM_GPU, 3000.0,
+                   cost_budget_usd=budget, billing_minimum_s=60)
+    plan = rp.initial()
+    return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+                    workers=max(1, plan.workers_for_rung(0)), time_budget_s=3000.0,
+                    cost_budget_usd=budget, seed=0, boot_s=lambda rng: 60.0,
+                    scaling=FollowPlan(plan), replanner=rp if replanner else None), rp
+
+
+def test_a_sweep_that_no_longer_fits_its_budget_admits_fewer_trials():
+    blind, _ = _budget_sweep(False)
+    online, rp = _budget_sweep(True)
+    # 81 trials at 10 s a step are 243 steps, 2430 GPU-seconds: $0.675 at $1/h, more than
+    # the $0.6 budget before any boot is paid.
+    assert blind.outcome.reason == "budget"
+    assert online.outcome.reason == "done" and online.budget_respected
+    assert online.spend_usd <= 0.6
+    started = len(online.trials)
+    assert started < 81 and rp.shape.num_trials == started
+    assert [e["kind"] for e in online.store.journal()].count("close") == 1
+    assert math.isfinite(online.best_value)
+    # Every started trial took its part: the stages were sized from the trials admitted.
+    finals = [s for s in online.store.segments() if s["stop_step"] == 27]
+    assert len(finals) == max(1, started // 27)
+
+
+def test_the_replanner_shrinks_no_lower_than_the_trials_started():
+    shape = JobShape(81, 1, 27, 3)
+    rp = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
+                   cost_budget_usd=0.2, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=4, observed_s_per_step=10.0,
+                      observations=4, spent_usd=0.1, started=30)
+    plan = rp(view)
+    # 0.1 USD left, less the margin, buys 342 GPU-seconds; even the 30 trials already started
+    # need 86 steps (860 s): nothing fits, and the shape stays (the ledger keeps the budget).
+    assert plan.num_trials == 81 and rp.shape.num_trials == 81
+    generous = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
+                         cost_budget_usd=1.0, billing_minimum_s=0)
+    p = generous(ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=4,
+                            observed_s_per_step=10.0, observations=4, spent_usd=0.5,
+                            started=30))
+    # 0.5 USD left, less the 5 % margin: 1710 GPU-seconds; 81 trials need 2430 s. The most
+    # that fit, of the counts c * 3**k and the 30 started: 54 (1620 s).
+    assert p.num_trials == 54 and generous.shape.num_trials == 54
+    assert p.predicted_cost_usd <= 0.5 * 0.95
+    with pytest.raises(ValueError, match="cost_budget_usd"):
+        Replanner(shape, Profile(10.0), SIM_GPU, None, cost_budget_usd=0)
