@@ -115,7 +115,7 @@ class Task:
     time_scale: float
     s_per_step: float         # the profile's prior: step_seconds_median() * time_scale
     fit_s_per_step: float     # --profile fitted: mean over configs of steps 2..R, per step
-    fit_setup_s: float        # --profile fitted: mean extra seconds of step 1 over that
+    fit_first_s: float        # --profile fitted: mean extra seconds of step 1 over that
 
 
 def largest_power(base: int, limit: float) -> int:
@@ -277,9 +277,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
 
     def profile() -> Profile:
         if profile_kind == "fitted":
-            # setup_s is paid by every segment in the model, though only the first one pays
-            # it in the curves: pessimistic for the later, smaller stages.
-            return Profile(task.fit_s_per_step, setup_s=task.fit_setup_s, boot=BOOT)
+            return Profile(task.fit_s_per_step, first_segment_s=task.fit_first_s, boot=BOOT)
         return Profile(task.s_per_step, boot=BOOT)
 
     base = static_run(n)
@@ -539,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=("median", "fitted"), default="median",
                     help="the planners' profile: 'median' seconds per step (default), or "
                          "'fitted': mean seconds per later step plus the first step's extra "
-                         "as setup_s")
+                         "as the cost of a trial's first segment (first_segment_s)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     if not (math.isfinite(args.straggler) and args.straggler >= 0):

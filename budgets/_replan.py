@@ -98,9 +98,21 @@ class Replanner:
 
     def __call__(self, view: ReplanView) -> Plan | None:
         profile = replace(self.profile)  # a fresh copy: the prior, nothing observed
-        if view.observed_s_per_step is not None and view.observed_s_per_step > 0:
-            profile.observe(steps=1, seconds=view.observed_s_per_step,
-                            gpus=self.kwargs.get("gpus_per_trial", 1),
+        gpus = self.kwargs.get("gpus_per_trial", 1)
+        observed = view.observed_s_per_step
+        if observed is not None and observed > 0 and view.fresh_only \
+                and profile.first_segment_s > 0:
+            # Only first segments seen, and the prior says they cost more than their steps:
+            # the two cannot be told apart yet, so both are scaled by how far the first
+            # segments are from the prior's (counting it all as steps would carry a first
+            # epoch's cost into every later step).
+            steps = self.shape.stage_steps()[0]
+            prior = steps * profile.seconds_per_step(gpus) + profile.first_segment_s
+            scale = observed * steps / prior
+            profile = replace(profile, prior_s_per_step=profile.prior_s_per_step * scale,
+                              first_segment_s=profile.first_segment_s * scale)
+        elif observed is not None and observed > 0:
+            profile.observe(steps=1, seconds=observed, gpus=gpus,
                             weight=max(1, view.observations))
         if view.observed_first_s is not None and view.observed_first_s > 0:
             # Seen: a trial's first segment costs this much more than its steps (on the GPUs

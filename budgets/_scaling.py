@@ -41,6 +41,7 @@ class ReplanView:
     paces: tuple[float | None, ...] = ()
     pending: tuple[bool, ...] = ()
     started: int = 0                     # trials admitted so far
+    fresh_only: bool = False             # every segment observed started its trial
 
 
 class ScalingPolicy(Protocol):

@@ -114,6 +114,8 @@ def test_the_controller_ranks_the_stage_and_measures_each_trial():
     # Stage 1's trials are the best third, ranked best first: the slowest ones lead.
     assert all(p is not None for p in stage1.paces)
     assert stage1.paces[0] > stage1.paces[-1] and stage1.paces[0] > 1.0
+    # Before any trial has resumed, the fit has first segments only; later it has both.
+    assert all(v.fresh_only for v in seen if v.stage == 0) and not seen[-1].fresh_only
     plan = next(p for p in r.store.plans()[1:] if p["inputs"].get("from_stage") == 1)
     mean, slowest = plan["inputs"]["paces"][-1]                  # the final 3 trials
     assert slowest > 1.1 and mean <= slowest
@@ -170,3 +172,23 @@ def test_the_replanner_shrinks_no_lower_than_the_trials_started():
     assert p.predicted_cost_usd <= 0.5 * 0.95
     with pytest.raises(ValueError, match="cost_budget_usd"):
         Replanner(shape, Profile(10.0), SIM_GPU, None, cost_budget_usd=0)
+
+
+def test_first_segments_alone_scale_the_prior_rate_and_first_cost_together():
+    # The prior: 10 s a step and 30 s more for a trial's first segment (rung 0 is 1 step, so
+    # a first segment is 40 s). First segments seen at 80 s (observed 80 s a step over their
+    # one step): twice the prior, so 20 s a step and 60 s of first cost, not 80 s a step.
+    shape = JobShape(9, 1, 9, 3)
+    profile = Profile(10.0, first_segment_s=30.0, boot=BootLatency.fixed(0))
+    rp = Replanner(shape, profile, GPU, None, billing_minimum_s=0)
+    view = ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=1, observed_s_per_step=80.0,
+                      observations=3, spent_usd=0.0, fresh_only=True)
+    assert rp(view).inputs["s_per_step"] == pytest.approx(20.0)
+    # Once resumed segments are in the fit, its rate is taken as it is.
+    mixed = rp(ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=1, observed_s_per_step=80.0,
+                          observations=3, spent_usd=0.0, fresh_only=False))
+    assert mixed.inputs["s_per_step"] > 60.0
+    # Without a first cost in the prior there is nothing to split: all of it is steps.
+    flat = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(0)), GPU, None,
+                     billing_minimum_s=0)
+    assert flat(view).inputs["s_per_step"] > 60.0

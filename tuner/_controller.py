@@ -302,7 +302,7 @@ class Controller:
 
     def _check_boot(self, now: float) -> None:
         stuck = []
-        for iid in list(self._booting):
+        for iid in sorted(self._booting):
             inst = self.instances[iid]
             if inst.state == InstanceState.TERMINATED:
                 self._booting.discard(iid)
@@ -413,7 +413,10 @@ class Controller:
                 continue
             inst = self.instances[iid]
             free = inst.slots - self.used_slots[iid]
-            if free >= slots_needed and free > best_free:
+            # Ties go to the smallest id: the same choice whatever order the set iterates in
+            # (string hashes differ between processes), so a seeded simulation repeats.
+            if free >= slots_needed and (free > best_free or (
+                    free == best_free and best is not None and iid < best.instance_id)):
                 best, best_free = inst, free
         return best
 
@@ -770,6 +773,7 @@ class Controller:
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None,
             stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
+            fresh_only=bool(self._segment_times) and all(f for _, _, f in self._segment_times),
             **self._member_paces(mean)))
         if new is None:
             return
@@ -817,7 +821,7 @@ class Controller:
                  for i in live]
         decision = reconcile(target, nodes, now, billing_minimum_s=self.ledger.minimum_s)
         self._draining = set(decision.drain)
-        idle_drained = [i for i in self._draining if i not in busy]
+        idle_drained = [i for i in decision.drain if i not in busy]
         gone = [*decision.terminate, *idle_drained]
         if gone:
             self._terminate(gone, now)
