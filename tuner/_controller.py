@@ -653,59 +653,63 @@ class Controller:
                 k = rungs.index(seg.stop_step)
                 self._done_at_rung[k] = self._done_at_rung.get(k, 0) + 1
         inst = self.instances[run.instance_id]
-        self.store.add_trial_usage(
-            trial.trial_id, duration * seg.gpus,
-            duration * inst.price_per_hour / 3600.0 * run.slots / inst.slots)
-        self.store.update_segment(seg.segment_id, state=event.status, finished_at=event.ts,
-                                  last_step=event.last_step,
-                                  checkpoint_step=event.checkpoint_step, error=event.error)
-        value = self._value_at(trial, event.last_step)
-        if event.status in ("done", "ended", "stopped") and event.last_step > trial.step:
-            trial.step, trial.value = event.last_step, value
-        if event.status == "done":
-            self.sampler.report(trial.trial_id, value, seg.stop_step)
-            self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
-            self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
-        elif event.status == "ended":
-            self.store.journal_add("end", trial.trial_id, trial.step, value)
-            self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
-        elif event.status == "stopped" and seg.segment_id in self._evacuating:
-            # Stopped ahead of a spot interruption, checkpoint taken: it continues elsewhere.
-            self._evacuating.discard(seg.segment_id)
-            self.store.update_segment(seg.segment_id, state="preempted")
-            self._job_lost(trial.trial_id)
-            self._set_trial_state(trial, "paused", now)
-            return
-        elif event.status == "stopped" and widening:
-            # Stopped to be re-run on more GPUs from this checkpoint: offered again at once.
-            self._job_lost(trial.trial_id)
-            self._set_trial_state(trial, "paused", now)
-            return
-        elif event.status == "stopped":
-            self._set_trial_state(trial, "stopped", now)
-            return
-        elif event.status == "failed" and event.fatal:
-            # Not the trial's fault, and every trial would fail the same way: stop cleanly.
-            log.error("stopping the sweep: %s", event.error)
-            self._fatal = event.error or "the checkpoint storage is full"
-            self._job_lost(trial.trial_id)
-            self._set_trial_state(trial, "paused", now)
-            return
-        elif event.status == "failed":
-            trial.failures += 1
-            if trial.failures <= self.spec.max_failures:
-                # Retried from the trial's last checkpoint: the retry's reports supersede
-                # this run's (a trial that fails for good keeps its last run's curve).
-                self.store.drop_reports(seg.segment_id)
-                trial.last_report = {s: v for s, v in trial.last_report.items()
-                                     if s <= trial.step}
+        # One transaction: a controller killed here leaves the segment and its journal
+        # entry (rung, end, lost) both written or neither, so a resume never re-runs a rung
+        # whose steps are already stored.
+        with self.store.atomic():
+            self.store.add_trial_usage(
+                trial.trial_id, duration * seg.gpus,
+                duration * inst.price_per_hour / 3600.0 * run.slots / inst.slots)
+            self.store.update_segment(seg.segment_id, state=event.status, finished_at=event.ts,
+                                      last_step=event.last_step,
+                                      checkpoint_step=event.checkpoint_step, error=event.error)
+            value = self._value_at(trial, event.last_step)
+            if event.status in ("done", "ended", "stopped") and event.last_step > trial.step:
+                trial.step, trial.value = event.last_step, value
+            if event.status == "done":
+                self.sampler.report(trial.trial_id, value, seg.stop_step)
+                self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
+                self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
+            elif event.status == "ended":
+                self.store.journal_add("end", trial.trial_id, trial.step, value)
+                self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
+            elif event.status == "stopped" and seg.segment_id in self._evacuating:
+                # Stopped ahead of a spot interruption, checkpoint taken: it continues elsewhere.
+                self._evacuating.discard(seg.segment_id)
+                self.store.update_segment(seg.segment_id, state="preempted")
                 self._job_lost(trial.trial_id)
-            else:
-                self.store.journal_add("end", trial.trial_id, trial.step, value, flag=True)
-                self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=True)
-                self.store.update_trial(trial.trial_id, now, error=event.error)
-        else:  # lost: infrastructure, not the trainable; offered again
-            self._job_lost(trial.trial_id)
+                self._set_trial_state(trial, "paused", now)
+                return
+            elif event.status == "stopped" and widening:
+                # Stopped to be re-run on more GPUs from this checkpoint: offered again at once.
+                self._job_lost(trial.trial_id)
+                self._set_trial_state(trial, "paused", now)
+                return
+            elif event.status == "stopped":
+                self._set_trial_state(trial, "stopped", now)
+                return
+            elif event.status == "failed" and event.fatal:
+                # Not the trial's fault, and every trial would fail the same way: stop cleanly.
+                log.error("stopping the sweep: %s", event.error)
+                self._fatal = event.error or "the checkpoint storage is full"
+                self._job_lost(trial.trial_id)
+                self._set_trial_state(trial, "paused", now)
+                return
+            elif event.status == "failed":
+                trial.failures += 1
+                if trial.failures <= self.spec.max_failures:
+                    # Retried from the trial's last checkpoint: the retry's reports supersede
+                    # this run's (a trial that fails for good keeps its last run's curve).
+                    self.store.drop_reports(seg.segment_id)
+                    trial.last_report = {s: v for s, v in trial.last_report.items()
+                                         if s <= trial.step}
+                    self._job_lost(trial.trial_id)
+                else:
+                    self.store.journal_add("end", trial.trial_id, trial.step, value, flag=True)
+                    self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=True)
+                    self.store.update_trial(trial.trial_id, now, error=event.error)
+            else:  # lost: infrastructure, not the trainable; offered again
+                self._job_lost(trial.trial_id)
         self._sync_state(trial, now)
 
     def _job_lost(self, trial_id: str) -> None:

@@ -10,7 +10,8 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,15 +80,33 @@ class Store:
                              (str(SCHEMA_VERSION),))
             self._db.commit()
         self._db.row_factory = sqlite3.Row
+        self._atomic = 0  # depth of atomic() blocks: writes inside commit at the outermost end
 
     def close(self) -> None:
         self._db.close()
 
     # -- writes ----------------------------------------------------------------------------
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """The writes made inside are committed together when the outermost block ends, or
+        not at all if it raises (a controller killed between two of them leaves neither)."""
+        if self._atomic:
+            yield
+            return
+        self._atomic += 1
+        try:
+            with self._db:
+                yield
+        finally:
+            self._atomic -= 1
+
+    def _tx(self) -> AbstractContextManager[Any]:
+        return nullcontext() if self._atomic else self._db
+
     def create_experiment(self, experiment_id: str, name: str, config: Mapping[str, Any],
                           metric: str, mode: str, time_budget_s: float | None,
                           cost_budget_usd: float | None) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "INSERT INTO experiment (id, name, config, metric, mode, state, time_budget_s,"
                 " cost_budget_usd, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -96,12 +115,12 @@ class Store:
 
     def update_experiment(self, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self._db:
+        with self._tx():
             self._db.execute(f"UPDATE experiment SET {cols}", tuple(fields.values()))
 
     def add_trial(self, trial_id: str, number: int, params: Mapping[str, Any], bracket: int,
                   t: float) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "INSERT INTO trials (trial_id, number, params, state, bracket, created_at,"
                 " updated_at) VALUES (?,?,?,?,?,?,?)",
@@ -110,7 +129,7 @@ class Store:
     def forget_trial(self, trial_id: str) -> None:
         """Remove a trial that never started (the controller died between sampling it and
         recording its first job): a resumed sweep samples that slot again."""
-        with self._db:
+        with self._tx():
             for table in ("reports", "segments", "trials"):
                 self._db.execute(f"DELETE FROM {table} WHERE trial_id = ?", (trial_id,))
 
@@ -118,19 +137,19 @@ class Store:
         if "value" in fields:
             fields["value"] = _nan_to_none(fields["value"])
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self._db:
+        with self._tx():
             self._db.execute(f"UPDATE trials SET {cols}, updated_at = ? WHERE trial_id = ?",
                              (*fields.values(), t, trial_id))
 
     def add_trial_usage(self, trial_id: str, gpu_seconds: float, cost_usd: float) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "UPDATE trials SET gpu_seconds = gpu_seconds + ?, cost_usd = cost_usd + ?"
                 " WHERE trial_id = ?", (gpu_seconds, cost_usd, trial_id))
 
     def add_segment(self, segment_id: str, trial_id: str, instance_id: str, start_step: int,
                     stop_step: int, gpus: int, submitted_at: float) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "INSERT INTO segments (segment_id, trial_id, instance_id, start_step, stop_step,"
                 " gpus, state, submitted_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -139,22 +158,22 @@ class Store:
 
     def update_segment(self, segment_id: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self._db:
+        with self._tx():
             self._db.execute(f"UPDATE segments SET {cols} WHERE segment_id = ?",
                              (*fields.values(), segment_id))
 
     def add_reports(self, rows: Iterable[tuple[str, str, int, float | None, str, float]]) -> None:
         """Rows of (trial_id, segment_id, step, metric value, metrics JSON, ts), one transaction."""
-        with self._db:
+        with self._tx():
             self._db.executemany("INSERT INTO reports VALUES (?,?,?,?,?,?)",
                                  [(a, b, c, _nan_to_none(d), e, f) for a, b, c, d, e, f in rows])
 
     def drop_reports(self, segment_id: str) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute("DELETE FROM reports WHERE segment_id = ?", (segment_id,))
 
     def upsert_instance(self, instance: Any, cost_usd: float | None = None) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "INSERT OR REPLACE INTO instances VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (instance.instance_id, instance.provider, instance.instance_type,
@@ -163,12 +182,12 @@ class Store:
                  getattr(instance, "zone", ""), int(getattr(instance, "preempted", False))))
 
     def record_spend(self, t: float, spent: float, committed: float, workers: int) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute("INSERT INTO spend VALUES (?,?,?,?)", (t, spent, committed, workers))
             self._db.execute("UPDATE experiment SET spend_usd = ?", (spent,))
 
     def add_plan(self, t: float, plan: Mapping[str, Any]) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute("INSERT INTO plans VALUES (?,?)", (t, json.dumps(plan)))
 
     # -- reads -----------------------------------------------------------------------------
@@ -231,7 +250,7 @@ class Store:
         """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
         ``lost``, ``close``: admission closed), in order: a resumed sweep replays them into a
         fresh scheduler."""
-        with self._db:
+        with self._tx():
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))
 
