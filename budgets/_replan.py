@@ -34,6 +34,7 @@ from budgets._profile import Profile
 from budgets._scaling import ReplanView
 
 FIRST_STAGE_BOOT_QUANTILE = 0.9
+MAX_LATE = 1.5   # a stage that ran later than this many times its plan counts as this
 
 
 class Replanner:
@@ -57,6 +58,11 @@ class Replanner:
     time lost before the first segment can only be won back by renting more later. Re-plans
     from stage 1 on add instances while the live ones keep working, so a late boot costs them
     less: they use the mean (or ``boot_s``) as :func:`plan_cost_min` does.
+
+    The model's own error is measured as the sweep goes: at each stage's first re-plan, the
+    stage before is compared with the first plan made for it, and the stages left are planned
+    that much longer (as ``straggler``; the worst stage so far counts, up to 1.5x). Stages
+    that end early change nothing: an early end is already in the time left.
 
     Each plan aims ``margin`` of the time left before the deadline: the model's waves end
     with their mean segment, the real ones with their slowest, and a sweep late by a second
@@ -91,12 +97,41 @@ class Replanner:
         self.deadline_s = deadline_s
         self.margin = margin
         self.kwargs = planner_kwargs
+        # Calibration: per stage, (seconds into the sweep, predicted end) of its first plan;
+        # and how much longer than predicted the slowest stage so far has run.
+        self._stage_plans: dict[int, tuple[float, float]] = {}
+        self._late = 1.0
 
     def initial(self) -> Plan:
         """The plan to start with: nothing observed, nothing live."""
-        return self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)
+        plan = self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)
+        self._remember(0, 0.0, plan)
+        return plan
+
+    def _remember(self, stage: int, elapsed_s: float, plan: Plan | None) -> None:
+        """Keep the first plan of each stage, to see how late the stage ends."""
+        if plan is None or stage in self._stage_plans:
+            return
+        rung = next((r for r in plan.rungs if r.rung == stage), None)
+        if rung is not None:
+            self._stage_plans[stage] = (elapsed_s, rung.end_s)
+
+    def _calibrate(self, view: ReplanView) -> None:
+        """At a stage's first re-plan: how long the stage before took against its plan."""
+        if view.stage in self._stage_plans:
+            return
+        before = self._stage_plans.get(view.stage - 1)
+        if before is not None and before[1] > before[0]:
+            took = (view.elapsed_s - before[0]) / (before[1] - before[0])
+            self._late = min(MAX_LATE, max(self._late, took))
 
     def __call__(self, view: ReplanView) -> Plan | None:
+        self._calibrate(view)
+        plan = self._replan(view)
+        self._remember(view.stage, view.elapsed_s, plan)
+        return plan
+
+    def _replan(self, view: ReplanView) -> Plan | None:
         profile = replace(self.profile)  # a fresh copy: the prior, nothing observed
         gpus = self.kwargs.get("gpus_per_trial", 1)
         observed = view.observed_s_per_step
@@ -157,6 +192,8 @@ class Replanner:
         kwargs = dict(self.kwargs)
         if paces is not None:
             kwargs["paces"] = paces
+        if self._late > 1.0:
+            kwargs["straggler"] = max(float(kwargs.get("straggler", 0.0)), self._late - 1.0)
         if stage == 0 and kwargs.get("boot_s") is None:
             kwargs["boot_s"] = profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE)
         deadline = self.deadline_s

@@ -192,3 +192,31 @@ def test_first_segments_alone_scale_the_prior_rate_and_first_cost_together():
     flat = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(0)), GPU, None,
                      billing_minimum_s=0)
     assert flat(view).inputs["s_per_step"] > 60.0
+
+
+def test_a_stage_that_ran_late_stretches_the_plans_of_the_stages_after_it():
+    # 9 trials, rungs 1/3/9 at 10 s a step, no boot, no minimum, no deadline: one worker;
+    # stage 0 is planned to end at 90 s.
+    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(0)), GPU, None,
+                   billing_minimum_s=0)
+    assert rp.initial().rungs[0].end_s == 90.0
+
+    def at(stage: int, elapsed: float):
+        return rp(ReplanView(now=0.0, elapsed_s=elapsed, stage=stage, live=1,
+                             observed_s_per_step=10.0, observations=9, spent_usd=0.0))
+
+    # Stage 0 took 117 s, 1.3x its plan: stage 1 (3 trials x 2 steps) is planned 1.3x too.
+    p = at(1, 117.0)
+    assert p.inputs["straggler"] == pytest.approx(0.3)
+    assert p.rungs[0].end_s - p.rungs[0].start_s == pytest.approx(78.0)
+    # A second re-plan in the same stage does not count the stage again.
+    assert at(1, 150.0).inputs["straggler"] == pytest.approx(0.3)
+    # Stage 1 on time (planned 117 + 78 = 195 s): the worst stage so far still counts.
+    assert at(2, 195.0).inputs["straggler"] == pytest.approx(0.3)
+    # A stage far later than its plan counts as 1.5x at most.
+    fresh = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(0)), GPU,
+                      None, billing_minimum_s=0)
+    fresh.initial()
+    late = fresh(ReplanView(now=0.0, elapsed_s=900.0, stage=1, live=1,
+                            observed_s_per_step=10.0, observations=9, spent_usd=0.0))
+    assert late.inputs["straggler"] == pytest.approx(0.5)
