@@ -712,6 +712,8 @@ def test_plans_of_absurd_sizes_are_planned(changes, tmp_path, capsys):
     ({"experiment_dir": "x" * 300}, "experiment_dir"),
     ({"experiment_dir": "deep/" + "y" * 300 + "/z"}, "experiment_dir"),
     ({"experiment_dir": "sweep.yaml/exp"}, "experiment_dir"),
+    ({"experiment_dir": "."}, "experiment_dir"),           # not empty: sweep.yaml
+    ({"experiment_dir": "/"}, "experiment_dir"),
     ({"experiment_dir": "a\x00b", "resume": True}, "experiment_dir"),
     ({"broker_url": 5}, "broker_url"),
     ({"broker_url": "redis://:pw@[::1/0"}, "broker_url"),
@@ -719,13 +721,16 @@ def test_plans_of_absurd_sizes_are_planned(changes, tmp_path, capsys):
     ({"observer": 5}, "observer"),
     ({"insecure_broker": "yes"}, "insecure_broker"),
     ({"name": "../x"}, "name"),
+    ({"config": {**BASE, "provider": {"type": "local", "workers": 1025}}}, "provider.workers"),
+    ({"config": {**BASE, "provider": {"type": "aws", "workers": 100_001}}}, "provider.workers"),
 ])
 def test_known_bad_tune_arguments(kwargs, field, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sweep.yaml").write_text(_yaml())
     with mock.patch.object(tuner._tune, "_execute", _start_nothing), \
             pytest.raises(ConfigError) as info:
-        tune(dict(BASE), **kwargs)
+        config = kwargs.pop("config", dict(BASE))
+        tune(config, **kwargs)
     assert info.value.field == field, str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["sweep.yaml"]
 

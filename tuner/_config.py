@@ -36,6 +36,10 @@ MAX_YAML_VALUES = 1_000_000
 # beyond these the planner's arithmetic loses whole seconds, and no sweep gets near them.
 MAX_STEPS = 10**9
 MAX_PROFILE_S = 365 * 86400.0
+# Workers: a local one is a process on this machine; cloud ones are VMs the planner sizes (its
+# search grows with the cap). Far above what a sweep uses, low enough to fail fast.
+MAX_LOCAL_WORKERS = 1024
+MAX_WORKERS = 100_000
 _TRAINABLE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # The keys a user writes at the top of a sweep; ``time_budget``/``cost_budget`` are the keyword
@@ -173,7 +177,7 @@ class ProviderConfig(_Section):
     _key: ClassVar[str] = "provider"
 
     type: Literal["local", "aws", "gcp"] = "local"
-    workers: int = Field(2, ge=1, strict=True)
+    workers: int = Field(2, ge=1, le=MAX_WORKERS, strict=True)
     slots: int = Field(1, ge=1, strict=True)  # GPUs (trial slots) per worker
     price_per_hour: float = Field(1.0, ge=0, strict=True, allow_inf_nan=False)
     # Each instance is billed at least this long (per-second billing after it).
@@ -232,6 +236,10 @@ class ProviderConfig(_Section):
             if getattr(self, name) is not None:
                 raise ConfigError(f"provider.{name}",
                                   f"does not apply to provider type {self.type!r}")
+        if self.type == "local" and self.workers > MAX_LOCAL_WORKERS:
+            raise ConfigError("provider.workers",
+                              f"is {self.workers}, but a local sweep runs at most "
+                              f"{MAX_LOCAL_WORKERS} worker processes on this machine")
         if self.type == "local":
             for name in ("storage", "install", "image", "zones", "region", "zone", "spot"):
                 if getattr(self, name) not in (None, False):

@@ -118,7 +118,18 @@ def _float_dist(
             raise where.error("step", "cannot be combined with log: true")
         if st <= 0:
             raise where.error("step", f"must be > 0; got {st!r}")
-    return _make(FloatDistribution, where, low=lo, high=hi, log=is_log, step=st)
+    dist = _make(FloatDistribution, where, low=lo, high=hi, log=is_log, step=st)
+    if st is not None and dist.high != hi:
+        # Optuna moved high down onto the step grid, in decimal arithmetic on the shortest
+        # repr of each float; the float it returns may be off the grid by a rounding error,
+        # and then moves down a step each time it is adjusted again (a saved sweep would load
+        # with another space). Adjust until it stays put: the sweep runs the space it saves.
+        for _ in range(64):
+            again = _make(FloatDistribution, where, low=lo, high=dist.high, log=False, step=st)
+            if again.high == dist.high:
+                break
+            dist = again
+    return dist
 
 
 def _int_dist(

@@ -486,6 +486,11 @@ def _experiment_dir(name: str, experiment_dir: str | Path | None) -> tuple[Path,
                               f"{path} already holds an experiment; choose another directory")
         if path.exists() and not path.is_dir():
             raise ConfigError("experiment_dir", f"{path} exists and is not a directory")
+        if path.is_dir() and any(path.iterdir()):
+            # Its store, checkpoints and logs would mix with files that are not the sweep's
+            # (the file system root, a home directory, a repository).
+            raise ConfigError("experiment_dir", f"{path} is not empty and holds no experiment; "
+                              "give a new or an empty directory")
         return path, _SAFE.sub("-", path.resolve().name) or name
     root = Path(DEFAULT_ROOT)
     stamp = _dt.datetime.now().strftime("%Y%m%d")
