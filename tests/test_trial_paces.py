@@ -10,7 +10,6 @@ import pytest
 from budgets import (
     BootLatency,
     FollowPlan,
-    InstanceType,
     JobShape,
     Profile,
     Replanner,
@@ -19,12 +18,9 @@ from budgets import (
     plan_remaining,
     stage_paces,
 )
+from tests.test_replanning import GPU, SIM_GPU  # $3.6/h: an instance-second is $0.001
 from tests.test_simulate import SHA, Synth
 from tuner._simulate import simulate
-
-# $3.6/h: one instance-second costs $0.001.
-GPU = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
-SIM_GPU = InstanceType("local", "sim-gpu", "T4", 1, 4, 16, "local", 1.0)
 
 
 def test_a_trial_pace_comes_from_its_resumed_segments_else_from_its_first():
