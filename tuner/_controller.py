@@ -166,6 +166,7 @@ class Controller:
         # fit_segment_times; and segments finished ("done") per rung index.
         self._segment_times: list[tuple[int, float, bool]] = []
         self._paces = TrialPaces()         # per trial, for the re-planner
+        self._resumed_segments = 0         # of those, how many resumed a trial
         self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
         self._last_spend_write = -math.inf
@@ -648,6 +649,7 @@ class Controller:
                                         seg.start_step == 0))
             self._paces.observe(trial.trial_id, steps=event.last_step - seg.start_step,
                                 seconds=duration, fresh=seg.start_step == 0)
+            self._resumed_segments += seg.start_step > 0
             rungs = getattr(self.scheduler, "rungs", None)
             if rungs and seg.stop_step in rungs:
                 k = rungs.index(seg.stop_step)
@@ -777,7 +779,7 @@ class Controller:
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None,
             stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
-            fresh_only=bool(self._segment_times) and all(f for _, _, f in self._segment_times),
+            fresh_only=bool(self._segment_times) and not self._resumed_segments,
             **self._member_paces(mean)))
         if new is None:
             return
