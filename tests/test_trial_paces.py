@@ -48,6 +48,17 @@ def test_stage_paces_take_the_pending_trials_now_and_the_best_ranked_later():
     assert stage_paces([], [], [3]) == [(1.0, 1.0)]
 
 
+def test_later_stages_expect_a_slow_survivor_the_ranking_did_not_pick():
+    # The best-ranked trials are all fast, but which trials survive is a guess: a later
+    # stage of m trials is taken to be at least as slow as the m / (m + 1) quantile of the
+    # pool (where the slowest of m trials drawn regardless of pace lies).
+    ranked = [0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0, 3.0, 4.0]
+    got = stage_paces(ranked, [True] * 9, [9, 3, 1])
+    assert got[0] == (round(13.5 / 9, 4), 4.0)
+    assert got[1] == (0.5, 2.0)       # 3 of 9: the pool's 7th slowest-last, 2.0
+    assert got[2] == (0.5, 1.0)       # 1 of 9: the median
+
+
 def test_a_stage_lasts_as_long_as_its_slowest_trial():
     # 9 trials, rungs 1/3/9: stage 1 is 3 trials x 2 steps (a 20 s segment), stage 2 one trial
     # x 6 steps (60 s); 3 live workers, no billing minimum, deadline 600 s, 500 s in.
