@@ -46,6 +46,7 @@ from budgets._scaling import (
     ScalingPolicy,
     Static,
 )
+from budgets._spot import SPOT_MODES, SpotPolicy
 
 __all__ = [
     "BABI_LSTM",
@@ -64,6 +65,8 @@ __all__ = [
     "RungPlan",
     "ScaleView",
     "ScalingPolicy",
+    "SPOT_MODES",
+    "SpotPolicy",
     "Static",
     "TimelinePoint",
     "TrialPaces",

@@ -20,7 +20,15 @@ from typing import Any, ClassVar, Literal
 import yaml
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import BaseSampler, GridSampler
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from budgets import DEFAULT_MINIMUM_S
 from tuner._duration import parse_duration, parse_money
@@ -187,7 +195,10 @@ class ProviderConfig(_Section):
     project: str | None = Field(None, min_length=1, strict=True)
     instance_types: list[str] | None = Field(None, min_length=1, strict=True)
     machine_types: list[str] | None = Field(None, min_length=1, strict=True)
-    spot: bool = Field(False, strict=True)
+    # false: on-demand; true: every instance on spot; "deadline-safe": spot until the slack
+    # before the time budget could not absorb one more preemption, then on-demand;
+    # "exploratory": the same, and the last rung's survivors on on-demand.
+    spot: StrictBool | Literal["deadline-safe", "exploratory"] = False
     # static: a fixed cluster of ``workers``; plan: follow the budget-aware planner's plan
     # (re-planned as timings arrive), with ``workers`` as a cap on local machines.
     # Default: static for local, plan for the clouds.

@@ -26,6 +26,7 @@ from budgets import (
     ReplanView,
     ScaleView,
     ScalingPolicy,
+    SpotPolicy,
     TrialPaces,
     billed,
     fit_segment_times,
@@ -56,6 +57,9 @@ class RunSpec:
     max_failures: int = 0
     instance_type: str = "local"
     spot: bool = False
+    # Buy each new instance on the market this policy picks (spot for the exploratory rungs,
+    # on-demand for the survivors and when the deadline is at risk); None: ``spot`` for all.
+    spot_policy: SpotPolicy | None = None
     # A resumed sweep: wall time its earlier runs used (the time budget is for all of them).
     elapsed_before_s: float = 0.0
     # A segment running longer than this fails (the trainable's fault: counts against
@@ -265,9 +269,38 @@ class Controller:
         self._last_stop_check = now
         return self.settings.stop_file.exists()
 
+    def _spot_now(self, now: float) -> bool:
+        """The market of an instance launched now: the sweep's, or its spot policy's (asked
+        with what the current plan predicts the rest of the job needs)."""
+        policy = self.spec.spot_policy
+        if policy is None:
+            return self.spec.spot
+        rungs = getattr(self.scheduler, "rungs", None) or [0]
+        elapsed = now - self._started_at
+        plan = getattr(self.scaling, "plan", None)
+        remaining: float | None = None
+        restart = boot = 0.0
+        last_start: float | None = None
+        if isinstance(plan, Plan):
+            remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
+            boot = restart = float(plan.inputs.get("boot_s") or 0.0)
+            last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
+            last_start = None if last is None else last.start_s
+            rung = next((r for r in plan.rungs if r.rung == self._stage), None)
+            if rung is not None and rung.workers > 0:
+                per = max(1, self.provider.slots(self.spec.instance_type)
+                          // max(1, self.spec.gpus_per_trial))
+                waves = -(-rung.trials // (rung.workers * per))
+                restart += max(0.0, rung.end_s - rung.start_s) / max(1, waves)
+        deadline = None if math.isinf(self._deadline) else self._deadline - self._started_at
+        return policy.spot(stage=self._stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
+                           deadline_s=deadline, remaining_s=remaining, restart_s=restart,
+                           last_start_s=last_start, boot_s=boot)
+
     def _launch(self, count: int, required: bool = True) -> None:
-        price = self.provider.price_per_hour(self.spec.instance_type, self.spec.spot)
         now = self.clock.now()
+        spot = self._spot_now(now)
+        price = self.provider.price_per_hour(self.spec.instance_type, spot)
         affordable = 0
         # What is committed counts every running instance until it could be stopped (the
         # reaction time), not until now: a launch that fills the budget to the brim with
@@ -284,7 +317,7 @@ class Controller:
                 raise RuntimeError("the cost budget does not cover one worker's billing minimum")
             return
         try:
-            launched = self.provider.launch(affordable, self.spec.instance_type, self.spec.spot,
+            launched = self.provider.launch(affordable, self.spec.instance_type, spot,
                                             tags={"experiment": self.spec.experiment_id})
         except (CapacityError, QuotaError, ThrottledError):
             # No capacity or quota now (the provider has tried its other types and zones), or
@@ -742,7 +775,8 @@ class Controller:
         if self._launch_backlog and now >= self._retry_launch_at:
             backlog, self._launch_backlog = self._launch_backlog, 0
             self._launch(backlog, required=False)
-        if self.spec.spot and now - self._last_notice_check >= self.settings.notice_check_s:
+        if (self.spec.spot or self.spec.spot_policy is not None) \
+                and now - self._last_notice_check >= self.settings.notice_check_s:
             self._last_notice_check = now
             self._check_notices(now)
         if now - self._last_instance_check >= self.settings.instance_check_s:
@@ -823,12 +857,20 @@ class Controller:
                          starved=self._starved, queued=self._queued, stage=self._stage,
                          elapsed_s=now - self._started_at)
         target = self.scaling.target(view)
+        leaving: list[str] = []
+        if self.spec.spot_policy is not None and not self._spot_now(now):
+            # On-demand from now on: the spot instances finish what they run and go; the
+            # target is met with on-demand ones.
+            leaving = [i for i in live if self.instances[i].spot]
+            live = [i for i in live if not self.instances[i].spot]
         nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
                  for i in live]
         decision = reconcile(target, nodes, now, billing_minimum_s=self.ledger.minimum_s)
-        self._draining = set(decision.drain)
-        idle_drained = [i for i in decision.drain if i not in busy]
-        gone = [*decision.terminate, *idle_drained]
+        drain = [*decision.drain, *(i for i in leaving if i in busy)]
+        self._draining = set(drain)
+        idle_drained = [i for i in drain if i not in busy]
+        gone = [*decision.terminate, *idle_drained,
+                *(i for i in leaving if i not in busy)]
         if gone:
             self._terminate(gone, now)
         if decision.launch:

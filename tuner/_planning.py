@@ -23,6 +23,7 @@ from budgets import (
     Profile,
     Replanner,
     Speedup,
+    SpotPolicy,
     choose_instance,
     plan_accuracy_max,
     plan_cost_min,
@@ -85,15 +86,22 @@ def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> lis
         where = ("provider.region" if provider.region else "provider.zone" if provider.zone
                  else "provider.zones")
         raise ConfigError(where, f"no priced {provider.type} GPU instance type in {region}")
-    if named is None:
-        return types
-    out = []
-    for name in named:
-        try:
-            out.append(book.get(provider.type, name, region))
-        except KeyError as exc:
-            raise ConfigError(field, str(exc.args[0])) from None
-    return out
+    if named is not None:
+        out = []
+        for name in named:
+            try:
+                out.append(book.get(provider.type, name, region))
+            except KeyError as exc:
+                raise ConfigError(field, str(exc.args[0])) from None
+        types = out
+    if isinstance(provider.spot, str):
+        # A spot policy buys either market: only types with both prices will do.
+        both = [t for t in types if t.spot_per_hour is not None]
+        if not both:
+            raise ConfigError("provider.spot", f"is {provider.spot!r}, but no instance type "
+                              f"the sweep may rent has a spot price in {region}")
+        types = both
+    return types
 
 
 def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
@@ -110,7 +118,7 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     provider = sweep.provider
     types = instance_types_for(sweep, book)
     local = provider.type == "local"
-    kwargs = dict(gpus_per_trial=gpus_per_trial(sweep), spot=provider.spot and not local,
+    kwargs = dict(gpus_per_trial=gpus_per_trial(sweep), spot=provider.spot is True and not local,
                   billing_minimum_s=provider.billing_minimum_s,
                   max_workers=provider.workers if local else None)
     profile = profile_for(sweep)
@@ -151,13 +159,14 @@ def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
 
 def cheapest_hourly(sweep: SweepConfig, book: PriceBook | None = None) -> float:
     """The lowest $/h one worker of this sweep can cost (spot where the sweep allows it)."""
-    spot = sweep.provider.spot and sweep.provider.type != "local"
+    spot = sweep.provider.spot is not False and sweep.provider.type != "local"
     return min(t.hourly(spot, fallback=True) for t in instance_types_for(sweep, book))
 
 
 def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:
     local = sweep.provider.type == "local"
-    return dict(gpus_per_trial=gpus_per_trial(sweep), spot=sweep.provider.spot and not local,
+    return dict(gpus_per_trial=gpus_per_trial(sweep),
+                spot=sweep.provider.spot is True and not local,
                 billing_minimum_s=sweep.provider.billing_minimum_s,
                 max_workers=sweep.provider.workers if local else None)
 
@@ -167,10 +176,18 @@ def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None)
     when the planner chose the number of trials, it may shrink it to keep within the cost
     budget (see :class:`budgets.Replanner`)."""
     chosen = sweep.num_trials is None
+    policy = spot_policy_for(sweep)
+    margin = {} if policy is None else {"margin": policy.margin}
     return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),
                      plan_instance(sweep, plan, book), sweep.time_budget_s,
                      cost_budget_usd=sweep.cost_budget_usd if chosen else None,
-                     **_planner_kwargs(sweep))
+                     **margin, **_planner_kwargs(sweep))
+
+
+def spot_policy_for(sweep: SweepConfig) -> SpotPolicy | None:
+    """The market policy of a sweep whose ``provider.spot`` names one (None: one market)."""
+    spot = sweep.provider.spot
+    return SpotPolicy(spot) if isinstance(spot, str) and sweep.provider.type != "local" else None
 
 
 def static_plan_for(sweep: SweepConfig, workers: int, book: PriceBook | None = None,

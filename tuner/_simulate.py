@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import Ledger, Plan, Reallocation, ReplanView, ScalingPolicy, SimClock
+from budgets import Ledger, Plan, Reallocation, ReplanView, ScalingPolicy, SimClock, SpotPolicy
 from cloud import SimInstanceType, SimProvider, uniform_boot
 from tuner._controller import Controller, Outcome, RunSpec, Settings
 from tuner._sampling import PermutationSampler, Sampler
@@ -74,6 +74,7 @@ def simulate(
     gpus_per_trial: int = 1,
     instance_type: SimInstanceType | None = None,
     spot: bool = False,
+    spot_policy: SpotPolicy | None = None,
     boot_s: Callable[[random.Random], float] | None = None,
     capacity_failure_prob: float = 0.0,
     preemptions_per_hour: float = 0.0,
@@ -100,19 +101,21 @@ def simulate(
     ``raise_errors=False`` a sweep the controller gives up on (it has shut down, as a real one
     would) comes back as an outcome with state ``failed``, reason ``error`` and the message,
     so what it left in the store can still be inspected. ``reallocation`` is the controller's
-    deadline policy (HyperSched; None: off). ``setup_s`` is what every segment pays before its
+    deadline policy (HyperSched; None: off). ``spot_policy`` picks each launch's market
+    (preemptions then strike the spot ones). ``setup_s`` is what every segment pays before its
     first step (starting the trainable, restoring its checkpoint): the restart cost.
     """
     clock = SimClock()
     f = faults or SimFaults()
+    markets = spot or spot_policy is not None   # some instances may be spot
     itype = instance_type or SimInstanceType("sim-gpu", slots=max(1, gpus_per_trial),
                                              on_demand_per_hour=1.0, spot_per_hour=0.35)
     provider = SimProvider(clock, types=(itype,), boot_s=boot_s or uniform_boot(),
                            capacity_failure_prob=capacity_failure_prob,
-                           preemptions_per_hour=preemptions_per_hour if spot else 0.0, seed=seed,
+                           preemptions_per_hour=preemptions_per_hour if markets else 0.0, seed=seed,
                            capacity_outages=f.capacity_outages,
                            never_register_prob=f.never_register_prob,
-                           storms=f.preemption_storms if spot else (),
+                           storms=f.preemption_storms if markets else (),
                            failures_per_hour=f.vm_failures_per_hour)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
                            speedup=speedup, time_scale=time_scale, seed=seed, setup_s=setup_s,
@@ -133,7 +136,8 @@ def simulate(
     spec = RunSpec(experiment_id=experiment_id, trainable="simulated", metric=metric, mode=mode,
                    workers=workers, gpus_per_trial=gpus_per_trial, time_budget_s=time_budget_s,
                    cost_budget_usd=cost_budget_usd, checkpoint_root=Path("/nonexistent"),
-                   max_failures=max_failures, instance_type=itype.name, spot=spot)
+                   max_failures=max_failures, instance_type=itype.name, spot=spot,
+                   spot_policy=spot_policy)
     ledger = Ledger(cost_budget_usd, billing_minimum_s)
     controller = Controller(
         spec, scheduler=sched, sampler=Sampler(space, PermutationSampler(seed), mode, seed),

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from budgets import FollowPlan, Ledger, Plan, RealClock, Reallocation, Replanner, billed
+from budgets import (
+    FollowPlan,
+    Ledger,
+    Plan,
+    RealClock,
+    Reallocation,
+    Replanner,
+    billed,
+)
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
@@ -24,6 +32,7 @@ from tuner._planning import (
     plan_instance,
     profile_for,
     replanner_for,
+    spot_policy_for,
     static_plan_for,
 )
 from tuner._providers import check_cloud_broker, open_workers
@@ -246,7 +255,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
             gpus_per_trial=sweep.gpus_per_trial,
             time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
             checkpoint_root=workers.checkpoint_root, max_failures=sweep.max_failures,
-            instance_type=workers.instance_type, spot=sweep.provider.spot,
+            instance_type=workers.instance_type, spot=sweep.provider.spot is True,
+            spot_policy=spot_policy_for(sweep),
             elapsed_before_s=elapsed_s, segment_timeout_s=sweep.segment_timeout_s)
         controller = Controller(
             spec, scheduler=scheduler,
