@@ -179,6 +179,35 @@ def test_a_sweep_on_aws_follows_the_plan_and_survives_a_spot_interruption(cloud,
     assert not vms.errors
 
 
+def test_an_exploratory_spot_sweep_runs_the_survivors_on_on_demand_vms(cloud, tmp_path):
+    aws, broker, vms = cloud
+    exp = tmp_path / "exp"
+    result = tune(_sweep(aws, spot="exploratory"), time_budget="40s", cost_budget=2.0,
+                  experiment_dir=exp, broker_url=broker.url)
+    assert result.state == "finished", result.status
+    assert result.budget_respected
+    store = Store(exp, readonly=True)
+    instances = {i["instance_id"]: i for i in store.instances()}
+    # Both markets, each VM billed at its own: spot for the first rungs, on-demand for the
+    # last rung's survivors, which ran on on-demand VMs only.
+    assert any(i["spot"] for i in instances.values())
+    assert any(not i["spot"] for i in instances.values())
+    last = [s for s in store.segments() if s["stop_step"] == 9 and s["state"] == "done"]
+    assert len(last) == 3
+    assert not any(instances[s["instance_id"]]["spot"] for s in last)
+    prices = {bool(i["spot"]): i["price_per_hour"] for i in instances.values()}
+    assert prices[True] < prices[False]
+    # What EC2 was asked for: spot requests for the spot VMs only.
+    reply = aws.client("ec2").describe_instances(InstanceIds=list(instances))
+    lifecycle = {i["InstanceId"]: i.get("InstanceLifecycle") for r in reply["Reservations"]
+                 for i in r["Instances"]}
+    assert {iid for iid, kind in lifecycle.items() if kind == "spot"} == {
+        iid for iid, i in instances.items() if i["spot"]}
+    assert _live_instances(aws) == []
+    assert vms.wait_all_gone(30)
+    assert not vms.errors
+
+
 def _start_controller(aws: FakeAws, broker, tmp_path: Path, **provider: object):
     """``elastune run sweep.yaml`` as its own process (so the test can stop or kill it)."""
     sweep = _sweep(aws, sleep=1.0, **provider)

@@ -276,6 +276,8 @@ class Controller:
         if policy is None:
             return self.spec.spot
         rungs = getattr(self.scheduler, "rungs", None) or [0]
+        # The stage being handed out (synchronous SHA knows it before a segment of it starts).
+        stage = max(self._stage, int(getattr(self.scheduler, "stage", 0)))
         elapsed = now - self._started_at
         plan = getattr(self.scaling, "plan", None)
         remaining: float | None = None
@@ -286,14 +288,14 @@ class Controller:
             boot = restart = float(plan.inputs.get("boot_s") or 0.0)
             last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
             last_start = None if last is None else last.start_s
-            rung = next((r for r in plan.rungs if r.rung == self._stage), None)
+            rung = next((r for r in plan.rungs if r.rung == stage), None)
             if rung is not None and rung.workers > 0:
                 per = max(1, self.provider.slots(self.spec.instance_type)
                           // max(1, self.spec.gpus_per_trial))
                 waves = -(-rung.trials // (rung.workers * per))
                 restart += max(0.0, rung.end_s - rung.start_s) / max(1, waves)
         deadline = None if math.isinf(self._deadline) else self._deadline - self._started_at
-        return policy.spot(stage=self._stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
+        return policy.spot(stage=stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
                            deadline_s=deadline, remaining_s=remaining, restart_s=restart,
                            last_start_s=last_start, boot_s=boot)
 
@@ -440,12 +442,14 @@ class Controller:
                 TrialStatus.FAILED: "failed"}[self.scheduler.status(trial.trial_id)]
 
     # -- dispatch ---------------------------------------------------------------------------
-    def _free_instance(self, slots_needed: int) -> Instance | None:
+    def _free_instance(self, slots_needed: int, spot_ok: bool = True) -> Instance | None:
         best, best_free = None, -1
         for iid in self._has_free:
             if iid in self._draining or iid in self._noticed:
                 continue
             inst = self.instances[iid]
+            if inst.spot and not spot_ok:
+                continue
             free = inst.slots - self.used_slots[iid]
             # Ties go to the smallest id: the same choice whatever order the set iterates in
             # (string hashes differ between processes), so a seeded simulation repeats.
@@ -462,8 +466,10 @@ class Controller:
 
     def _dispatch(self, now: float) -> None:
         slots_needed = max(1, self.spec.gpus_per_trial)
+        # A spot policy that has turned to on-demand gives its spot instances no more work.
+        spot_ok = self.spec.spot_policy is None or self._spot_now(now)
         while not self._budget_blocked:
-            inst = self._free_instance(slots_needed)
+            inst = self._free_instance(slots_needed, spot_ok)
             if inst is None:
                 self._queued = not self._starved
                 return

@@ -71,6 +71,11 @@ class SuccessiveHalving(_RungScheduler):
             self._members.append(job.trial_id)
         return job
 
+    @property
+    def stage(self) -> int:
+        """The stage whose jobs are being handed out (its rung index)."""
+        return self._stage
+
     def members(self) -> list[str]:
         """The trials of the current stage; from the second stage on, best-ranked first (by
         their value at the rung before)."""
