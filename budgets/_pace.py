@@ -75,9 +75,11 @@ def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
         pending: per trial of ``ranked``, whether it has still to train in this stage.
         sizes: trials per stage left, the current one first.
 
-    The current stage is over its pending trials; a later stage of ``m`` trials over the
-    ``m`` best-ranked ones, with its slowest no faster than the ``m / (m + 1)`` quantile of
-    all of ``ranked``. A stage with nothing to go on is (1.0, 1.0).
+    The current stage is over its pending trials (with ``u`` of them not measured yet, its
+    slowest no faster than the ``u / (u + 1)`` quantile of the measured paces); a later stage
+    of ``m`` trials over the ``m`` best-ranked ones, with its slowest no faster than the
+    ``m / (m + 1)`` quantile of all of ``ranked``. A stage with nothing to go on is
+    (1.0, 1.0).
     """
     known = [1.0 if p is None else float(p) for p in ranked]
     pool = sorted(known)
@@ -89,6 +91,13 @@ def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
             out.append((1.0, 1.0))
             continue
         slowest = max(group)
+        unknown = sum(p is None for p, wait in zip(ranked, pending, strict=True) if wait)
+        measured = sorted(float(p) for p in ranked if p is not None)
+        if k == 0 and unknown and measured:
+            # Trials not measured yet are as varied as those that are: the slowest of u of
+            # them lies near the u / (u + 1) quantile of the measured paces.
+            q = measured[min(len(measured) - 1, int(len(measured) * unknown / (unknown + 1)))]
+            slowest = max(slowest, q)
         if k > 0 and pool:
             # The ranking is a weak guess of who survives: the slowest of m trials drawn
             # without regard to pace lies near the m / (m + 1) quantile of the pool.

@@ -42,7 +42,9 @@ def test_stage_paces_take_the_pending_trials_now_and_the_best_ranked_later():
     ranked = [2.0, 1.0, None, 0.5, 3.0]          # best first; None: not measured (1.0)
     pending = [False, True, True, True, False]
     assert stage_paces(ranked, pending, [5, 2, 1]) == [
-        (round(2.5 / 3, 4), 1.0),                 # the three still to train
+        # the three still to train; the one not measured may be as slow as the measured
+        # ones' 1/2 quantile (the slowest of 1 unknown), 2.0
+        (round(2.5 / 3, 4), 2.0),
         (1.5, 2.0),                               # the best two
         (2.0, 2.0)]                               # the best one
     assert stage_paces([], [], [3]) == [(1.0, 1.0)]
@@ -227,3 +229,44 @@ def test_a_stage_that_ran_late_stretches_the_plans_of_the_stages_after_it():
     late = fresh(ReplanView(now=0.0, elapsed_s=900.0, stage=1, live=1,
                             observed_s_per_step=10.0, observations=9, spent_usd=0.0))
     assert late.inputs["straggler"] == pytest.approx(0.5)
+
+
+class SlowTail(Synth):
+    """Synth with 9 configs, three of which train ten times slower (100 s a step)."""
+
+    def __init__(self) -> None:
+        super().__init__(n=9)
+
+    def cost_s(self, c, a, b):
+        return (100.0 if c in ("c6", "c7", "c8") else 10.0) * (b - a)
+
+
+def test_segments_still_running_past_the_fit_count_in_it():
+    # The quick first segments end first; a fit on them alone says 10 s a step while three
+    # segments have been running for longer. Counted as ending now (a lower bound), they
+    # raise the fit, and the drift makes the controller re-plan in stage 0, again as they
+    # keep running (they are looked at every 20 ticks between segment ends).
+    seen: list[ReplanView] = []
+    # A deadline the prior cannot meet: the plan is the fastest, 9 workers for 9 trials.
+    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
+                   155.0, billing_minimum_s=60, max_workers=9)
+    assert rp.initial().rungs[0].workers == 9
+
+    def spy(view: ReplanView):
+        seen.append(view)
+        return rp(view)
+
+    r = simulate(SlowTail(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+                 num_trials=9, workers=9, seed=0, boot_s=lambda rng: 60.0,
+                 scaling=FollowPlan(rp.initial()), replanner=spy)
+    assert r.outcome.reason == "done"
+    slow_ends = sorted(s["finished_at"] for s in r.store.segments()
+                       if s["stop_step"] == 1 and s["trial_id"] in {
+                           t for t, c in zip(r.trials["trial_id"], r.trials["params.config"],
+                                             strict=True) if c in (6, 7, 8)})
+    early = [v for v in seen if v.stage == 0 and v.now < slow_ends[0]]
+    assert early, "no re-plan while the slow first segments were running"
+    # Re-checked between segment ends: by the time the slow ones end, the fit has risen
+    # most of the way to the 40 s a step it is once they are in.
+    assert max(v.observed_s_per_step for v in early) > 30.0
+    assert len(early) >= 3

@@ -38,6 +38,8 @@ from tuner._sampling import Sampler
 from tuner._store import Store
 from tuner.schedulers import Job, Scheduler, TrialStatus
 
+# Between segment ends, how often (in ticks) running segments are checked against the fit.
+OVERDUE_CHECK_TICKS = 20
 log = logging.getLogger(__name__)
 
 
@@ -183,6 +185,7 @@ class Controller:
         self._queued = False               # a job waited for a free slot
         self._stage = 0                    # highest rung index a segment was started for
         self._replanned = (0, 0)           # (stage, step times seen) at the last re-plan
+        self._overdue_checked = -math.inf  # when running segments were last compared
         self._last_scale = -math.inf
         self._launch_backlog = 0
         self._retry_launch_at = math.inf
@@ -804,11 +807,26 @@ class Controller:
         assert self.replanner is not None
         seen = len(self._step_times)
         new_info = seen > self._replanned[1] or self._stage > self._replanned[0]
-        fit = fit_segment_times(self._segment_times) if new_info else None
+        # Between segment ends, the ones still running are looked at now and then.
+        recheck = (not new_info and bool(self._segment_times) and bool(self.running)
+                   and now - self._overdue_checked >= OVERDUE_CHECK_TICKS * self.settings.tick_s)
+        if not (new_info or recheck):
+            return
+        if recheck:
+            self._overdue_checked = now
+        fit = fit_segment_times(self._segment_times)
+        late = self._overdue(now, fit[0]) if fit is not None else []
+        if late:
+            # Segments still running past what the fit predicts: the first to end are a
+            # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
+            # ending now, a lower bound on its time.
+            fit = fit_segment_times([*self._segment_times, *late]) or fit
+        elif recheck:
+            return
         mean = fit[0] if fit is not None else None
         plan = getattr(self.scaling, "plan", None)
         assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
-        drifted = (mean is not None and bool(assumed) and seen > self._replanned[1]
+        drifted = (mean is not None and bool(assumed) and (seen > self._replanned[1] or recheck)
                    and abs(mean / assumed - 1.0) > 0.25)
         if self._stage <= self._replanned[0] and not drifted:
             return
@@ -832,6 +850,20 @@ class Controller:
         else:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
+
+    def _overdue(self, now: float, s_per_step: float) -> list[tuple[int, float, bool]]:
+        """Running segments that have taken longer than ``s_per_step`` predicts, as
+        (steps, seconds so far, fresh) for :func:`budgets.fit_segment_times`."""
+        out = []
+        for run in self.running.values():
+            seg = run.segment
+            steps = seg.stop_step - seg.start_step
+            if run.started_at is None or steps <= 0:
+                continue
+            elapsed = now - run.started_at
+            if elapsed > steps * s_per_step:
+                out.append((steps, elapsed, seg.start_step == 0))
+        return out
 
     def _member_paces(self, s_per_step: float | None) -> dict[str, tuple]:
         """The current stage's trials, ranked, with their paces and whether they still train
