@@ -102,6 +102,14 @@ class Replanner:
         self._stage_plans: dict[int, tuple[float, float]] = {}
         self._late = 1.0
 
+    def restrict(self, num_trials: int) -> None:
+        """Plan for no more than ``num_trials`` trials (a resumed sweep whose earlier run
+        shrank the job)."""
+        if not (isinstance(num_trials, int) and num_trials >= 1):
+            raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
+        if num_trials < self.shape.num_trials:
+            self.shape = replace(self.shape, num_trials=num_trials)
+
     def initial(self) -> Plan:
         """The plan to start with: nothing observed, nothing live."""
         plan = self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)

@@ -270,3 +270,42 @@ def test_segments_still_running_past_the_fit_count_in_it():
     # most of the way to the 40 s a step it is once they are in.
     assert max(v.observed_s_per_step for v in early) > 30.0
     assert len(early) >= 3
+
+
+def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
+    from optuna.distributions import IntDistribution
+
+    from budgets import Ledger, SimClock
+    from cloud import SimProvider
+    from tuner._controller import Controller, RunSpec
+    from tuner._sampling import PermutationSampler, Sampler
+    from tuner._sim_executor import SimExecutor
+    from tuner._simulate import SIM_SETTINGS
+    from tuner.schedulers import make_scheduler
+
+    online, rp = _budget_sweep(True)
+    limits = [e["step"] for e in online.store.journal() if e["kind"] == "limit"]
+    assert limits and limits[-1] == rp.shape.num_trials < 81
+    # A new controller on the same store (as after a crash): the limit comes back, and the
+    # fresh re-planner is told, so it does not plan the original 81 trials again.
+    clock = SimClock()
+    provider = SimProvider(clock)
+    curves = Synth()
+    fresh = Replanner(JobShape(81, 1, 27, 3), Profile(5.0, boot=BootLatency.fixed(60)),
+                      SIM_GPU, 3000.0, cost_budget_usd=0.6, billing_minimum_s=60)
+    spec = RunSpec(experiment_id="sim", trainable="simulated", metric="acc", mode="max",
+                   workers=1, gpus_per_trial=1, time_budget_s=3000.0, cost_budget_usd=0.6,
+                   checkpoint_root="/nonexistent", instance_type="sim-gpu")
+    space = {"config": IntDistribution(0, len(curves.config_ids()) - 1)}
+    controller = Controller(
+        spec, scheduler=make_scheduler("sha", 1, 27, 3, "max", 81),
+        sampler=Sampler(space, PermutationSampler(0), "max", 0),
+        executor=SimExecutor(clock, provider, curves, metric="acc",
+                             config_ids=curves.config_ids()),
+        provider=provider, ledger=Ledger(0.6, 60.0), store=online.store, clock=clock,
+        settings=SIM_SETTINGS, replanner=fresh)
+    assert controller.restore() == len(online.trials)
+    assert controller._admit_limit == limits[-1]
+    assert fresh.shape.num_trials == limits[-1]
+    with pytest.raises(ValueError, match="num_trials"):
+        fresh.restrict(0)

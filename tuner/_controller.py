@@ -403,6 +403,13 @@ class Controller:
         journal = self.store.journal()
         replay(self.scheduler, journal)
         self._admission_closed = any(e["kind"] == "close" for e in journal)
+        limits = [int(e["step"]) for e in journal if e["kind"] == "limit"]
+        if limits:
+            # An earlier run's re-plan shrank the job: keep it, and its re-planner too.
+            self._admit_limit = limits[-1]
+            restrict = getattr(self.replanner, "restrict", None)
+            if callable(restrict):
+                restrict(limits[-1])
         journaled = {e["trial_id"] for e in journal if e["kind"] == "job"}
         for tid in [t for t in self.trials if t not in journaled]:
             # Sampled, but the controller died before its first job was journaled: it never
@@ -845,6 +852,7 @@ class Controller:
                 and not self._admission_closed):
             # The re-planner shrank the job (a budget it no longer fits): admit no more.
             self._admit_limit = max(1, new.num_trials)
+            self.store.journal_add("limit", "*", self._admit_limit)
         if isinstance(self.scaling, FollowPlan):
             self.scaling.plan = new
         else:

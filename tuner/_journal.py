@@ -42,6 +42,8 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
             scheduler.on_job_lost(trial_id)
         elif kind == "close":
             scheduler.close_admission()
+        elif kind == "limit":
+            pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:
             raise RestoreError(f"journal entry {n}: unknown kind {kind!r}")
     return n
