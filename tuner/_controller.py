@@ -29,17 +29,16 @@ from budgets import (
     SpotPolicy,
     TrialPaces,
     billed,
-    fit_segment_times,
 )
 from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
+from tuner._deadline_policy import DeadlinePolicyMixin
 from tuner._executor import Executor
+from tuner._plan_following import PlanningMixin
 from tuner._sampling import Sampler
 from tuner._store import Store
 from tuner.schedulers import Job, Scheduler, TrialStatus
 
-# Between segment ends, how often (in ticks) running segments are checked against the fit.
-OVERDUE_CHECK_TICKS = 20
 log = logging.getLogger(__name__)
 
 
@@ -127,7 +126,7 @@ class Outcome:
     message: str | None = None
 
 
-class Controller:
+class Controller(PlanningMixin, DeadlinePolicyMixin):
     def __init__(self, spec: RunSpec, *, scheduler: Scheduler, sampler: Sampler,
                  executor: Executor, provider: Provider, ledger: Ledger, store: Store,
                  clock: Clock, settings: Settings | None = None,
@@ -271,36 +270,6 @@ class Controller:
             return False
         self._last_stop_check = now
         return self.settings.stop_file.exists()
-
-    def _spot_now(self, now: float) -> bool:
-        """The market of an instance launched now: the sweep's, or its spot policy's (asked
-        with what the current plan predicts the rest of the job needs)."""
-        policy = self.spec.spot_policy
-        if policy is None:
-            return self.spec.spot
-        rungs = getattr(self.scheduler, "rungs", None) or [0]
-        # The stage being handed out (synchronous SHA knows it before a segment of it starts).
-        stage = max(self._stage, int(getattr(self.scheduler, "stage", 0)))
-        elapsed = now - self._started_at
-        plan = getattr(self.scaling, "plan", None)
-        remaining: float | None = None
-        restart = boot = 0.0
-        last_start: float | None = None
-        if isinstance(plan, Plan):
-            remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
-            boot = restart = float(plan.inputs.get("boot_s") or 0.0)
-            last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
-            last_start = None if last is None else last.start_s
-            rung = next((r for r in plan.rungs if r.rung == stage), None)
-            if rung is not None and rung.workers > 0:
-                per = max(1, self.provider.slots(self.spec.instance_type)
-                          // max(1, self.spec.gpus_per_trial))
-                waves = -(-rung.trials // (rung.workers * per))
-                restart += max(0.0, rung.end_s - rung.start_s) / max(1, waves)
-        deadline = None if math.isinf(self._deadline) else self._deadline - self._started_at
-        return policy.spot(stage=stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
-                           deadline_s=deadline, remaining_s=remaining, restart_s=restart,
-                           last_start_s=last_start, boot_s=boot)
 
     def _launch(self, count: int, required: bool = True) -> None:
         now = self.clock.now()
@@ -523,26 +492,6 @@ class Controller:
         self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
         return trial
 
-    # -- the deadline policy (HyperSched) ---------------------------------------------------
-    def _unit_s_per_step(self) -> float:
-        """Seconds per step on one GPU: the median of recent finished segments."""
-        if not self._unit_step_times:
-            return self.settings.prior_s_per_step
-        recent = sorted(self._unit_step_times[-50:])
-        return recent[len(recent) // 2]
-
-    def _check_admission(self, now: float) -> None:
-        """Close admission for good once a new trial could not reach the top rung by the
-        deadline (judged only once a segment has been measured)."""
-        assert self.reallocation is not None
-        if not self._unit_step_times or math.isinf(self._deadline):
-            return
-        if self.reallocation.admit(self._deadline - now, self._unit_s_per_step(),
-                                   self.scheduler.max_resource):
-            return
-        self._close_admission(f"a new trial could not reach step "
-                              f"{self.scheduler.max_resource} by the deadline")
-
     def _close_admission(self, why: str) -> None:
         """No new trials from now on (journaled, so a resumed sweep keeps it closed)."""
         log.info("admission closed: %s", why)
@@ -553,54 +502,6 @@ class Controller:
     def _exploring(self) -> bool:
         """New trials may still take free slots."""
         return not self._admission_closed and len(self.trials) < self.scheduler.total_trials
-
-    def _width(self, trial: _Trial, job: Job, inst: Instance, slots_needed: int) -> int:
-        """Slots for the job's segment: ``slots_needed``, or more of the instance's free ones
-        when the deadline policy finds it pays and no new trial could use them."""
-        if self.reallocation is None or job.new or self._exploring():
-            return slots_needed
-        free = inst.slots - self.used_slots[inst.instance_id]
-        g = self.reallocation.width(free, job.to_step - trial.step, self._unit_s_per_step(),
-                                    current=slots_needed)
-        return max(slots_needed, g)
-
-    def _reallocate(self, now: float) -> None:
-        """Free slots and no job for them: stop the best running trial that would gain from
-        them (it checkpoints at the end of its current step) and run it on more GPUs."""
-        assert self.reallocation is not None
-        if self._exploring():
-            return
-        pending = {self.running[w].instance_id for w in self._widening if w in self.running}
-        candidates = []
-        for seg_id, run in self.running.items():
-            iid = run.instance_id
-            if (iid in pending or seg_id in self._evacuating or run.started_at is None
-                    or iid not in self._has_free or iid in self._draining
-                    or iid in self._noticed):
-                continue
-            trial = self.trials[run.segment.trial_id]
-            # Best trial first (by its value at its last rung), the earliest among equals.
-            v = trial.value
-            key = -math.inf if v is None or not math.isfinite(v) else (
-                v if self.spec.mode == "max" else -v)
-            candidates.append((-key, trial.number, seg_id))
-        for _, _, seg_id in sorted(candidates):
-            run = self.running[seg_id]
-            inst = self.instances[run.instance_id]
-            free = inst.slots - self.used_slots[run.instance_id]
-            if free <= 0:
-                continue
-            trial = self.trials[run.segment.trial_id]
-            done = max([s for s in trial.last_report if s <= run.segment.stop_step],
-                       default=run.segment.start_step)
-            steps_left = run.segment.stop_step - max(done, run.segment.start_step) - 1
-            g = self.reallocation.width(free + run.slots, steps_left, self._unit_s_per_step(),
-                                        current=run.slots)
-            if g > run.slots:
-                log.info("reallocating %s from %d to %d GPUs", seg_id, run.slots, g)
-                self._widening.add(seg_id)
-                self.executor.request_stop([seg_id])
-                return   # one at a time: the next one sees the slots this one takes
 
     def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
         self._stage = max(self._stage, self.scheduler.stage_of(job.to_step))
@@ -806,93 +707,6 @@ class Controller:
                                     len(self.ledger.running()))
             if self.observer is not None:
                 self.observer(self.snapshot(now))
-
-    def _replan(self, now: float) -> None:
-        """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds
-        per step have drifted more than 25 % from what the plan assumed (once per new
-        observation), and follow it."""
-        assert self.replanner is not None
-        seen = len(self._step_times)
-        new_info = seen > self._replanned[1] or self._stage > self._replanned[0]
-        # Between segment ends, the ones still running are looked at now and then.
-        recheck = (not new_info and bool(self._segment_times) and bool(self.running)
-                   and now - self._overdue_checked >= OVERDUE_CHECK_TICKS * self.settings.tick_s)
-        if not (new_info or recheck):
-            return
-        if recheck:
-            self._overdue_checked = now
-        fit = fit_segment_times(self._segment_times)
-        late = self._overdue(now, fit[0]) if fit is not None else []
-        if late:
-            # Segments still running past what the fit predicts: the first to end are a
-            # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
-            # ending now, a lower bound on its time.
-            fit = fit_segment_times([*self._segment_times, *late]) or fit
-        elif recheck:
-            return
-        mean = fit[0] if fit is not None else None
-        plan = getattr(self.scaling, "plan", None)
-        assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
-        drifted = (mean is not None and bool(assumed) and (seen > self._replanned[1] or recheck)
-                   and abs(mean / assumed - 1.0) > 0.25)
-        if self._stage <= self._replanned[0] and not drifted:
-            return
-        self._replanned = (self._stage, seen)
-        live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
-        new = self.replanner(ReplanView(
-            now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
-            observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
-            observed_first_s=fit[1] if fit is not None else None,
-            stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
-            fresh_only=bool(self._segment_times) and not self._resumed_segments,
-            **self._member_paces(mean)))
-        if new is None:
-            return
-        if (isinstance(plan, Plan) and new.num_trials < plan.num_trials
-                and not self._admission_closed):
-            # The re-planner shrank the job (a budget it no longer fits): admit no more.
-            self._admit_limit = max(1, new.num_trials)
-            self.store.journal_add("limit", "*", self._admit_limit)
-        if isinstance(self.scaling, FollowPlan):
-            self.scaling.plan = new
-        else:
-            self.scaling = FollowPlan(new)
-        self.store.add_plan(now, new.to_json())
-
-    def _overdue(self, now: float, s_per_step: float) -> list[tuple[int, float, bool]]:
-        """Running segments that have taken longer than ``s_per_step`` predicts, as
-        (steps, seconds so far, fresh) for :func:`budgets.fit_segment_times`."""
-        out = []
-        for run in self.running.values():
-            seg = run.segment
-            steps = seg.stop_step - seg.start_step
-            if run.started_at is None or steps <= 0:
-                continue
-            elapsed = now - run.started_at
-            if elapsed > steps * s_per_step:
-                out.append((steps, elapsed, seg.start_step == 0))
-        return out
-
-    def _member_paces(self, s_per_step: float | None) -> dict[str, tuple]:
-        """The current stage's trials, ranked, with their paces and whether they still train
-        in it (for :class:`budgets.ReplanView`); empty for a scheduler without stages."""
-        members = getattr(self.scheduler, "members", None)
-        rungs = getattr(self.scheduler, "rungs", None)
-        if not callable(members) or not rungs or not s_per_step:
-            return {}
-        stage = min(self._stage, len(rungs) - 1)
-        at, to = rungs[max(0, stage - 1)], rungs[stage]
-        sign = 1.0 if self.spec.mode == "max" else -1.0
-
-        def rank(trial_id: str) -> float:  # best first; not measured yet: last
-            trial = self.trials[trial_id]
-            value = self._value_at(trial, at) if trial.step >= at else None
-            ok = value is not None and math.isfinite(value)
-            return -sign * value if ok else math.inf
-
-        ranked = sorted((t for t in members() if t in self.trials), key=rank)
-        return {"paces": tuple(self._paces.pace(t, s_per_step=s_per_step) for t in ranked),
-                "pending": tuple(self.trials[t].step < to for t in ranked)}
 
     def _autoscale(self, now: float) -> None:
         """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""

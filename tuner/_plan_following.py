@@ -1,0 +1,164 @@
+"""The controller's part of planning: re-plan the rest of the sweep as timings arrive
+(at rung boundaries, and when the observed seconds per step drift from the plan's, running
+segments included), hand the re-planner each trial's pace, and pick the market of each new
+instance with the spot policy. The decisions are :class:`budgets.Replanner`'s and
+:class:`budgets.SpotPolicy`'s; this mixin gathers what they need from the controller (a
+:class:`tuner._controller.Controller` is the only class that mixes it in).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from budgets import FollowPlan, Plan, ReplanView, fit_segment_times
+from records import InstanceState
+
+# Between segment ends, how often (in ticks) running segments are checked against the fit.
+OVERDUE_CHECK_TICKS = 20
+
+
+class PlanningMixin:
+    """Methods of the controller that follow and re-make the plan."""
+
+    # Provided by the controller.
+    spec: Any
+    scheduler: Any
+    scaling: Any
+    replanner: Any
+    settings: Any
+    store: Any
+    ledger: Any
+    provider: Any
+    instances: dict[str, Any]
+    running: dict[str, Any]
+    trials: dict[str, Any]
+    _stage: int
+    _started_at: float
+    _deadline: float
+    _step_times: list[float]
+    _segment_times: list[tuple[int, float, bool]]
+    _resumed_segments: int
+    _replanned: tuple[int, int]
+    _overdue_checked: float
+    _admission_closed: bool
+    _admit_limit: int | None
+    _done_at_rung: dict[int, int]
+    _paces: Any
+
+    def _spot_now(self, now: float) -> bool:
+        """The market of an instance launched now: the sweep's, or its spot policy's (asked
+        with what the current plan predicts the rest of the job needs)."""
+        policy = self.spec.spot_policy
+        if policy is None:
+            return self.spec.spot
+        rungs = getattr(self.scheduler, "rungs", None) or [0]
+        # The stage being handed out (synchronous SHA knows it before a segment of it starts).
+        stage = max(self._stage, int(getattr(self.scheduler, "stage", 0)))
+        elapsed = now - self._started_at
+        plan = getattr(self.scaling, "plan", None)
+        remaining: float | None = None
+        restart = boot = 0.0
+        last_start: float | None = None
+        if isinstance(plan, Plan):
+            remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
+            boot = restart = float(plan.inputs.get("boot_s") or 0.0)
+            last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
+            last_start = None if last is None else last.start_s
+            rung = next((r for r in plan.rungs if r.rung == stage), None)
+            if rung is not None and rung.workers > 0:
+                per = max(1, self.provider.slots(self.spec.instance_type)
+                          // max(1, self.spec.gpus_per_trial))
+                waves = -(-rung.trials // (rung.workers * per))
+                restart += max(0.0, rung.end_s - rung.start_s) / max(1, waves)
+        deadline = None if math.isinf(self._deadline) else self._deadline - self._started_at
+        return policy.spot(stage=stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
+                           deadline_s=deadline, remaining_s=remaining, restart_s=restart,
+                           last_start_s=last_start, boot_s=boot)
+
+    def _replan(self, now: float) -> None:
+        """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds
+        per step have drifted more than 25 % from what the plan assumed (once per new
+        observation), and follow it."""
+        assert self.replanner is not None
+        seen = len(self._step_times)
+        new_info = seen > self._replanned[1] or self._stage > self._replanned[0]
+        # Between segment ends, the ones still running are looked at now and then.
+        recheck = (not new_info and bool(self._segment_times) and bool(self.running)
+                   and now - self._overdue_checked >= OVERDUE_CHECK_TICKS * self.settings.tick_s)
+        if not (new_info or recheck):
+            return
+        if recheck:
+            self._overdue_checked = now
+        fit = fit_segment_times(self._segment_times)
+        late = self._overdue(now, fit[0]) if fit is not None else []
+        if late:
+            # Segments still running past what the fit predicts: the first to end are a
+            # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
+            # ending now, a lower bound on its time.
+            fit = fit_segment_times([*self._segment_times, *late]) or fit
+        elif recheck:
+            return
+        mean = fit[0] if fit is not None else None
+        plan = getattr(self.scaling, "plan", None)
+        assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
+        drifted = (mean is not None and bool(assumed) and (seen > self._replanned[1] or recheck)
+                   and abs(mean / assumed - 1.0) > 0.25)
+        if self._stage <= self._replanned[0] and not drifted:
+            return
+        self._replanned = (self._stage, seen)
+        live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
+        new = self.replanner(ReplanView(
+            now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
+            observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
+            observed_first_s=fit[1] if fit is not None else None,
+            stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
+            fresh_only=bool(self._segment_times) and not self._resumed_segments,
+            **self._member_paces(mean)))
+        if new is None:
+            return
+        if (isinstance(plan, Plan) and new.num_trials < plan.num_trials
+                and not self._admission_closed):
+            # The re-planner shrank the job (a budget it no longer fits): admit no more.
+            self._admit_limit = max(1, new.num_trials)
+            self.store.journal_add("limit", "*", self._admit_limit)
+        if isinstance(self.scaling, FollowPlan):
+            self.scaling.plan = new
+        else:
+            self.scaling = FollowPlan(new)
+        self.store.add_plan(now, new.to_json())
+
+    def _overdue(self, now: float, s_per_step: float) -> list[tuple[int, float, bool]]:
+        """Running segments that have taken longer than ``s_per_step`` predicts, as
+        (steps, seconds so far, fresh) for :func:`budgets.fit_segment_times`."""
+        out = []
+        for run in self.running.values():
+            seg = run.segment
+            steps = seg.stop_step - seg.start_step
+            if run.started_at is None or steps <= 0:
+                continue
+            elapsed = now - run.started_at
+            if elapsed > steps * s_per_step:
+                out.append((steps, elapsed, seg.start_step == 0))
+        return out
+
+    def _member_paces(self, s_per_step: float | None) -> dict[str, tuple]:
+        """The current stage's trials, ranked, with their paces and whether they still train
+        in it (for :class:`budgets.ReplanView`); empty for a scheduler without stages."""
+        members = getattr(self.scheduler, "members", None)
+        rungs = getattr(self.scheduler, "rungs", None)
+        if not callable(members) or not rungs or not s_per_step:
+            return {}
+        stage = min(self._stage, len(rungs) - 1)
+        at, to = rungs[max(0, stage - 1)], rungs[stage]
+        sign = 1.0 if self.spec.mode == "max" else -1.0
+
+        def rank(trial_id: str) -> float:  # best first; not measured yet: last
+            trial = self.trials[trial_id]
+            value = self._value_at(trial, at) if trial.step >= at else None
+            ok = value is not None and math.isfinite(value)
+            return -sign * value if ok else math.inf
+
+        ranked = sorted((t for t in members() if t in self.trials), key=rank)
+        return {"paces": tuple(self._paces.pace(t, s_per_step=s_per_step) for t in ranked),
+                "pending": tuple(self.trials[t].step < to for t in ranked)}
