@@ -716,6 +716,25 @@ class AwsProvider:
         except NotFoundError:
             pass
 
+    def cleanup_secrets(self, experiment: str | None = None) -> list[str]:
+        """Delete the broker secrets sweeps left behind (``/elastune/<experiment>/...``
+        parameters: of ``experiment``, or of every experiment when None), e.g. by a controller
+        killed and never resumed; returns the names deleted."""
+        prefix = f"/elastune/{experiment}/" if experiment else "/elastune/"
+        ssm = self._client("ssm")
+        names: list[str] = []
+        request: dict[str, Any] = {"ParameterFilters": [
+            {"Key": "Name", "Option": "BeginsWith", "Values": [prefix]}], "MaxResults": 50}
+        while True:
+            reply = self._call("DescribeParameters", ssm.describe_parameters, **request)
+            names += [str(p["Name"]) for p in reply.get("Parameters", [])]
+            if not reply.get("NextToken"):
+                break
+            request["NextToken"] = reply["NextToken"]
+        for name in names:
+            self.delete_secret(name)
+        return names
+
     def ensure_bucket(self, bucket: str) -> None:
         """Create the S3 bucket in this region (private: public access blocked) unless it is
         there already."""

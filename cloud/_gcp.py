@@ -770,6 +770,26 @@ class GcpProvider:
                    request={"parent": path, "payload": payload})
         return f"{path}/versions/latest"
 
+    def cleanup_secrets(self, experiment: str | None = None) -> list[str]:
+        """Delete the broker secrets sweeps left behind (``elastune-<experiment>-...``
+        secrets labelled as ours: of ``experiment``, or of every experiment when None), e.g.
+        by a controller killed and never resumed; returns the secret names deleted."""
+        prefix = f"elastune-{experiment}-" if experiment else "elastune-"
+        client = self._client("secrets")
+
+        def listed() -> list[Any]:
+            return list(client.list_secrets(request={
+                "parent": f"projects/{self.project}",
+                "filter": f"labels.{LABEL_MANAGED}=true"}))
+
+        found = self._call(f"listing secrets of {self.project}", listed)
+        names = [str(sec.name) for sec in found
+                 if str(sec.name).rpartition("/secrets/")[2].startswith(prefix)
+                 and dict(sec.labels).get(LABEL_MANAGED) == "true"]
+        for name in names:
+            self.delete_secret(name)
+        return names
+
     def delete_secret(self, name: str) -> None:
         """Delete the secret (all its versions); a missing secret is not an error."""
         path = self._secret_path(name)

@@ -12,7 +12,7 @@ What it serves (JSON shapes follow the public API reference closely enough for t
   syntax ``field = "value"``, ``!=``, clauses in parentheses joined by spaces or ``AND``) /
   delete / setLabels, aggregated instance list, zone operations get / ``wait`` / list (with a
   filter such as ``operationType = "compute.instances.preempted"``).
-* Secret Manager ``v1``: secrets create / get / delete, ``:addVersion``,
+* Secret Manager ``v1``: secrets create / get / list (by label) / delete, ``:addVersion``,
   ``versions/{v}:access`` (``latest`` or a number).
 * Cloud Storage JSON API: bucket insert / get, object upload (``uploadType=media``,
   ``multipart`` and ``resumable``), download (``alt=media``, with ``x-goog-hash``), metadata
@@ -510,6 +510,15 @@ class FakeGoogleCloud:
     def _route_secrets(self, method: str, path: str, query: dict[str, list[str]],
                        body: Any) -> Any:
         m = re.fullmatch(r"projects/([^/]+)/secrets", path)
+        if m and method == "GET":
+            # list, with the one filter form the client sends: labels.KEY=VALUE
+            prefix = f"projects/{m.group(1)}/secrets/"
+            wanted = query.get("filter", [""])[0]
+            key, _, value = wanted.removeprefix("labels.").partition("=")
+            secrets = [sec for name, (sec, _) in sorted(self.secrets.items())
+                       if name.startswith(prefix)
+                       and (not wanted or sec.get("labels", {}).get(key) == value)]
+            return {"secrets": secrets, "totalSize": len(secrets)}
         if m and method == "POST":
             secret_id = query.get("secretId", [""])[0]
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", secret_id):

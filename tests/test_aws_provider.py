@@ -195,6 +195,20 @@ def test_cleanup_terminates_leaks(aws):
     assert {i.state for i in p.list()} == {InstanceState.TERMINATED}
 
 
+def test_cleanup_secrets_deletes_the_broker_secrets_left_behind(aws):
+    p = provider(aws)
+    for exp in ("exp-a", "exp-b"):
+        p.put_secret(f"/elastune/{exp}/broker", "pw")
+    aws.client("ssm").put_parameter(Name="/other/app", Value="x", Type="String")
+    assert p.cleanup_secrets("exp-a") == ["/elastune/exp-a/broker"]
+    names = [q["Name"] for q in aws.client("ssm").describe_parameters()["Parameters"]]
+    assert sorted(names) == ["/elastune/exp-b/broker", "/other/app"]
+    assert p.cleanup_secrets("exp-a") == []
+    assert p.cleanup_secrets() == ["/elastune/exp-b/broker"]
+    names = [q["Name"] for q in aws.client("ssm").describe_parameters()["Parameters"]]
+    assert names == ["/other/app"]          # not ours: kept
+
+
 def test_spot_interruption_is_preempted(aws):
     p = provider(aws)
     first, second = p.launch(2, "g4dn.xlarge", spot=True, tags={"experiment": "e"})

@@ -275,6 +275,23 @@ def test_a_killed_controller_leaves_no_instance(cloud, tmp_path):
     assert vms.wait_all_gone(30)
     assert all(vms.vms[i].powered_off for i in booted)
     assert "controller gone" in "".join(vms.vms[i].log for i in booted)
+    # The broker secret of the killed sweep is still there; `elastune cloud cleanup` removes
+    # it (and only it: another experiment's stays).
+    ssm = aws.client("ssm")
+    ours = [p["Name"] for p in ssm.describe_parameters()["Parameters"]
+            if p["Name"].startswith("/elastune/")]
+    assert len(ours) == 1
+    experiment = ours[0].split("/")[2]
+    ssm.put_parameter(Name="/elastune/another/broker", Value="x", Type="SecureString")
+    out = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "cloud", "cleanup", "--provider", "aws",
+         "--region", REGION, "--experiment", experiment, "--json"],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["terminated"] == [] and doc["secrets_deleted"] == ours
+    left = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]
+    assert ours[0] not in left and "/elastune/another/broker" in left
 
 
 def test_a_spot_interruption_notice_moves_the_segment_before_the_vm_goes(cloud, tmp_path):

@@ -326,6 +326,19 @@ def test_cleanup_deletes_what_is_left(fake):
     assert make(fake).list() == []
 
 
+def test_cleanup_secrets_deletes_the_broker_secrets_left_behind(fake):
+    provider = make(fake)
+    for exp in ("a", "b"):
+        provider.put_secret(f"elastune-{exp}-broker", PASSWORD)
+    fake.secrets[f"projects/{PROJECT}/secrets/elastune-c-broker"] = (
+        {"name": f"projects/{PROJECT}/secrets/elastune-c-broker", "labels": {}}, [])
+    assert provider.cleanup_secrets("a") == [f"projects/{PROJECT}/secrets/elastune-a-broker"]
+    assert provider.cleanup_secrets("a") == []
+    assert provider.cleanup_secrets() == [f"projects/{PROJECT}/secrets/elastune-b-broker"]
+    # Not labelled as ours: kept, whatever its name.
+    assert list(fake.secrets) == [f"projects/{PROJECT}/secrets/elastune-c-broker"]
+
+
 # -- error mapping ----------------------------------------------------------------------------
 
 def _op(code: str, status: int, message: str = "") -> dict:

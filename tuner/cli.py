@@ -262,16 +262,20 @@ def cloud_cleanup(
     experiment: Annotated[str | None, typer.Option(help="only this experiment")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Terminate every live instance elastune launched (of one experiment, or all)."""
+    """Terminate every live instance elastune launched (of one experiment, or all), and
+    delete the broker secrets their sweeps left behind."""
     from tuner._cli_cloud import instance_row
 
-    gone = _cloud_options(provider, region, zone, project).cleanup(experiment)
+    cloud = _cloud_options(provider, region, zone, project)
+    gone = cloud.cleanup(experiment)
+    secrets = cloud.cleanup_secrets(experiment)
     rows = [instance_row(i) for i in gone]
     if json_out:
-        _emit_json({"provider": provider, "terminated": rows})
+        _emit_json({"provider": provider, "terminated": rows, "secrets_deleted": secrets})
         return
     print(f"terminated {len(rows)} instance(s)"
           + ("".join(f"\n  {r['instance_id']}" for r in rows)))
+    print(f"deleted {len(secrets)} secret(s)" + "".join(f"\n  {n}" for n in secrets))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
