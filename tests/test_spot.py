@@ -143,6 +143,18 @@ def test_a_cloud_sweep_with_a_policy_plans_on_demand_with_slack_and_needs_spot_p
     assert isinstance(policy, SpotPolicy) and policy.mode == "exploratory"
     plan = plan_for(sweep)
     assert plan.feasible and not plan.timeline[0].spot   # priced on-demand: an upper bound
+    assert plan.inputs["spot_policy"] == "exploratory"
+    # With a tight budget it keeps the policy's margin of the time free, as its re-planner
+    # does; the on-demand sweep's plan uses all of it.
+    tight = tmp_path / "tight.yaml"
+    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 3m}"))
+    spot_plan = plan_for(load_sweep(str(tight)))
+    assert spot_plan.feasible and spot_plan.predicted_wall_s <= 180.0 * (1.0 - policy.margin)
+    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 3m}")
+                     .replace("spot: exploratory", "spot: false"))
+    od_plan = plan_for(load_sweep(str(tight)))
+    assert od_plan.feasible and od_plan.predicted_wall_s > 180.0 * (1.0 - policy.margin)
+    assert od_plan.inputs["spot_policy"] is None
     assert replanner_for(sweep, plan).margin == policy.margin
     assert all(t.spot_per_hour is not None for t in instance_types_for(sweep))
     assert main(["plan", str(path), "--json"]) == 0

@@ -123,18 +123,29 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
                   max_workers=provider.workers if local else None)
     profile = profile_for(sweep)
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
-    try:
+    policy = spot_policy_for(sweep)
+
+    def solve(by: float | None) -> Plan:
         if sweep.num_trials is None:
             s = sweep.scheduler
-            plan = plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
-                                     profile, types[0] if local else types, deadline, budget,
+            return plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
+                                     profile, types[0] if local else types, by, budget,
                                      **kwargs)
-        elif local:
-            plan = plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0],
-                                 deadline, **kwargs)
+        if local:
+            return plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0], by,
+                                 **kwargs)
+        return choose_instance(shape_for(sweep, sweep.num_trials), profile, types, by,
+                               **kwargs)
+
+    try:
+        if policy is not None and deadline is not None:
+            # A spot policy's plan keeps its margin of the time free (as its re-planner
+            # does), the deadline itself when that cannot be done.
+            plan = solve(deadline * (1.0 - policy.margin))
+            if not plan.feasible:
+                plan = solve(deadline)
         else:
-            plan = choose_instance(shape_for(sweep, sweep.num_trials), profile, types,
-                                   deadline, **kwargs)
+            plan = solve(deadline)
     except ValueError as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -146,7 +157,8 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
             f"{plan.predicted_cost_usd:.4f} USD, more than the cost budget of {budget:g} USD"))
     return replace(plan, inputs={**plan.inputs, "sweep": sweep.name,
                                  "scheduler": sweep.scheduler.type,
-                                 "time_budget_s": deadline, "cost_budget_usd": budget})
+                                 "time_budget_s": deadline, "cost_budget_usd": budget,
+                                 "spot_policy": None if policy is None else policy.mode})
 
 
 def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
