@@ -37,7 +37,7 @@ from budgets._profile import (
     fit_segment_times,
 )
 from budgets._realloc import Reallocation
-from budgets._replan import Replanner
+from budgets._replan import DEFAULT_MARGIN, FIRST_STAGE_BOOT_QUANTILE, Replanner
 from budgets._scaling import (
     FollowPlan,
     ReleaseIdle,
@@ -60,6 +60,8 @@ __all__ = [
     "Plan",
     "Reallocation",
     "ReleaseIdle",
+    "DEFAULT_MARGIN",
+    "FIRST_STAGE_BOOT_QUANTILE",
     "Replanner",
     "ReplanView",
     "RungPlan",

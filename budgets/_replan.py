@@ -34,6 +34,7 @@ from budgets._profile import Profile
 from budgets._scaling import ReplanView
 
 FIRST_STAGE_BOOT_QUANTILE = 0.9
+DEFAULT_MARGIN = 0.05  # of the time left, kept free by each plan
 MAX_LATE = 1.5   # a stage that ran later than this many times its plan counts as this
 
 
@@ -81,7 +82,7 @@ class Replanner:
     """
 
     def __init__(self, shape: JobShape, profile: Profile, instance: InstanceType,
-                 deadline_s: float | None, *, margin: float = 0.05,
+                 deadline_s: float | None, *, margin: float = DEFAULT_MARGIN,
                  cost_budget_usd: float | None = None, **planner_kwargs: Any) -> None:
         if not 0 <= margin < 1:
             raise ValueError(f"margin is {margin!r}, but must be 0 <= margin < 1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from budgets import (
+    DEFAULT_MARGIN,
     BootLatency,
     FollowPlan,
     InstanceType,
@@ -144,17 +145,25 @@ def test_a_cloud_sweep_with_a_policy_plans_on_demand_with_slack_and_needs_spot_p
     plan = plan_for(sweep)
     assert plan.feasible and not plan.timeline[0].spot   # priced on-demand: an upper bound
     assert plan.inputs["spot_policy"] == "exploratory"
-    # With a tight budget it keeps the policy's margin of the time free, as its re-planner
-    # does; the on-demand sweep's plan uses all of it.
+    # With a tight budget it keeps the policy's margin of the time free; the on-demand
+    # sweep's plan keeps only the default margin. Each is the plan the sweep will follow
+    # (its re-planner's first).
     tight = tmp_path / "tight.yaml"
-    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 3m}"))
-    spot_plan = plan_for(load_sweep(str(tight)))
-    assert spot_plan.feasible and spot_plan.predicted_wall_s <= 180.0 * (1.0 - policy.margin)
-    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 3m}")
+    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 4m}"))
+    spot_sweep = load_sweep(str(tight))
+    spot_plan = plan_for(spot_sweep)
+    assert spot_plan.feasible and spot_plan.predicted_wall_s <= 240.0 * (1.0 - policy.margin)
+    tight.write_text(text.replace("budget: {time: 1h}", "budget: {time: 4m}")
                      .replace("spot: exploratory", "spot: false"))
-    od_plan = plan_for(load_sweep(str(tight)))
-    assert od_plan.feasible and od_plan.predicted_wall_s > 180.0 * (1.0 - policy.margin)
+    od_sweep = load_sweep(str(tight))
+    od_plan = plan_for(od_sweep)
+    assert od_plan.feasible and od_plan.predicted_wall_s > 240.0 * (1.0 - policy.margin)
+    assert od_plan.predicted_wall_s <= 240.0 * (1.0 - DEFAULT_MARGIN)
     assert od_plan.inputs["spot_policy"] is None
+    for sw, p in ((spot_sweep, spot_plan), (od_sweep, od_plan)):
+        first = replanner_for(sw, p).initial()
+        assert [r.workers for r in first.rungs] == [r.workers for r in p.rungs]
+        assert first.predicted_wall_s == p.predicted_wall_s
     assert replanner_for(sweep, plan).margin == policy.margin
     assert all(t.spot_per_hour is not None for t in instance_types_for(sweep))
     assert main(["plan", str(path), "--json"]) == 0

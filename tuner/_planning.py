@@ -12,6 +12,8 @@ from dataclasses import replace
 
 from budgets import (
     BABI_LSTM,
+    DEFAULT_MARGIN,
+    FIRST_STAGE_BOOT_QUANTILE,
     LINEAR,
     RESNET50_CIFAR10,
     RESNET101,
@@ -118,10 +120,13 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     provider = sweep.provider
     types = instance_types_for(sweep, book)
     local = provider.type == "local"
+    profile = profile_for(sweep)
+    # Booted as the re-planner's first plan is (the plan a sweep follows): a first stage
+    # needs its whole cluster up, so its boot is taken at the 0.9 quantile.
     kwargs = dict(gpus_per_trial=gpus_per_trial(sweep), spot=provider.spot is True and not local,
                   billing_minimum_s=provider.billing_minimum_s,
-                  max_workers=provider.workers if local else None)
-    profile = profile_for(sweep)
+                  max_workers=provider.workers if local else None,
+                  boot_s=profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE))
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     policy = spot_policy_for(sweep)
 
@@ -138,10 +143,12 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
                                **kwargs)
 
     try:
-        if policy is not None and deadline is not None:
-            # A spot policy's plan keeps its margin of the time free (as its re-planner
-            # does), the deadline itself when that cannot be done.
-            plan = solve(deadline * (1.0 - policy.margin))
+        if deadline is not None:
+            # The plan keeps the re-planner's margin of the time free (a spot policy's, else
+            # the default), as the first plan a sweep follows does; the deadline itself when
+            # that cannot be done.
+            margin = policy.margin if policy is not None else DEFAULT_MARGIN
+            plan = solve(deadline * (1.0 - margin))
             if not plan.feasible:
                 plan = solve(deadline)
         else:
