@@ -74,6 +74,19 @@ def test_sweep_config_names_the_policy_and_refuses_it_where_it_cannot_apply():
         ProviderConfig(type="aws", spot="sometimes")
     with pytest.raises(ConfigError, match="provider.spot"):
         ProviderConfig(type="local", spot="exploratory")
+    # A static cluster is never re-bought on the other market: refused, the field named.
+    with pytest.raises(ConfigError, match="provider.spot.*scaling: plan"):
+        ProviderConfig(type="aws", spot="exploratory", scaling="static")
+
+
+def test_a_policy_on_a_fixed_cluster_does_not_starve_the_last_rung():
+    # Nothing re-buys a fixed cluster: the policy must not take work from its VMs (the last
+    # rung would wait for on-demand VMs that never come). It runs on one market and ends.
+    r = simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=9,
+                 instance_type=SIM, seed=0, boot_s=lambda rng: 60.0, time_budget_s=20000.0,
+                 spot_policy=SpotPolicy("exploratory"))
+    assert r.outcome.reason == "done"
+    assert sum(s["stop_step"] == 27 and s["state"] == "done" for s in r.store.segments()) == 3
 
 
 def _runs(deadline_factor: float, seed: int = 0, rate: float = 0.25):

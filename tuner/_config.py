@@ -257,6 +257,13 @@ class ProviderConfig(_Section):
                     raise ConfigError(f"provider.{name}",
                                       "is for aws and gcp; the local provider runs workers "
                                       "on this machine")
+        elif isinstance(self.spot, str) and not self.follows_plan:
+            # A static cluster is never re-bought: nothing would replace the spot VMs the
+            # policy takes work from.
+            raise ConfigError("provider.spot",
+                              f"is {self.spot!r}, a policy that moves the cluster between "
+                              "markets; it needs provider.scaling: plan (use spot: true for "
+                              "a static spot cluster)")
         elif self.storage is not None and self.storage[:2] != ("s3" if self.type == "aws"
                                                               else "gs"):
             raise ConfigError("provider.storage",

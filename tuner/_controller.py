@@ -446,7 +446,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
     def _dispatch(self, now: float) -> None:
         slots_needed = max(1, self.spec.gpus_per_trial)
         # A spot policy that has turned to on-demand gives its spot instances no more work.
-        spot_ok = self.spec.spot_policy is None or self._spot_now(now)
+        spot_ok = self.spec.spot_policy is None or self.scaling is None or self._spot_now(now)
         while not self._budget_blocked:
             inst = self._free_instance(slots_needed, spot_ok)
             if inst is None:

@@ -50,7 +50,8 @@ class PlanningMixin:
         """The market of an instance launched now: the sweep's, or its spot policy's (asked
         with what the current plan predicts the rest of the job needs)."""
         policy = self.spec.spot_policy
-        if policy is None:
+        if policy is None or self.scaling is None:
+            # No policy; or a fixed cluster, which nothing re-buys on another market.
             return self.spec.spot
         rungs = getattr(self.scheduler, "rungs", None) or [0]
         # The stage being handed out (synchronous SHA knows it before a segment of it starts).
