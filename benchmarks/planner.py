@@ -227,18 +227,29 @@ def _better_or_equal(a: float | None, b: float | None, mode: str) -> bool:
     return a >= b if mode == "max" else a <= b
 
 
+def sim_setting(curves: Any, task: Task, seed: int, itype: InstanceType) -> dict[str, Any]:
+    """What every simulated run of a task and seed shares (``simulate`` keyword arguments):
+    the instance type, boot latency, step noise, time scale and billing minimum."""
+    return dict(metric=curves.metric, mode=curves.mode, instance_type=sim_type(itype),
+                boot_s=uniform_boot(BOOT.low, BOOT.high), step_noise=STEP_NOISE, seed=seed,
+                time_scale=task.time_scale, billing_minimum_s=BILLING_MINIMUM_S)
+
+
+def sha_scheduler(task: Task) -> dict[str, Any]:
+    """The job's scheduler: synchronous SHA, rungs 1 .. the task's max resource, eta 3."""
+    return {"type": "sha", "min_resource": 1, "max_resource": task.max_resource,
+            "reduction_factor": ETA}
+
+
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   straggler: float = 0.0, profile_kind: str = "median") -> dict[str, Any]:
     """All cases (one per deadline factor) of one task and seed."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
     price = itype.on_demand_per_hour / itype.gpus
-    sched_sha = {"type": "sha", "min_resource": 1, "max_resource": task.max_resource,
-                 "reduction_factor": ETA}
+    sched_sha = sha_scheduler(task)
     sched_asha = {**sched_sha, "type": "asha"}
-    common = dict(metric=curves.metric, mode=curves.mode, instance_type=sim_type(itype),
-                  boot_s=uniform_boot(BOOT.low, BOOT.high), step_noise=STEP_NOISE, seed=seed,
-                  time_scale=task.time_scale, billing_minimum_s=BILLING_MINIMUM_S)
+    common = sim_setting(curves, task, seed, itype)
     n = task.num_trials
     shape = JobShape(num_trials=n, min_resource=1, max_resource=task.max_resource,
                      reduction_factor=ETA)

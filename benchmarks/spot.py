@@ -46,11 +46,11 @@ from benchmarks.planner import (  # noqa: E402
     BILLING_MINIMUM_S,
     BOOT,
     ETA,
-    STEP_NOISE,
     Task,
     one_gpu_type,
     select_tasks,
-    sim_type,
+    sha_scheduler,
+    sim_setting,
 )
 from budgets import (  # noqa: E402
     FollowPlan,
@@ -63,7 +63,6 @@ from budgets import (  # noqa: E402
     default_data_dir,
     load_curves,
 )
-from cloud import uniform_boot  # noqa: E402
 from tuner._simulate import simulate  # noqa: E402
 
 FACTORS = (1.5, 3.0)
@@ -74,12 +73,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   rate: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
-    sched = {"type": "sha", "min_resource": 1, "max_resource": task.max_resource,
-             "reduction_factor": ETA}
-    common = dict(metric=curves.metric, mode=curves.mode, instance_type=sim_type(itype),
-                  boot_s=uniform_boot(BOOT.low, BOOT.high), step_noise=STEP_NOISE, seed=seed,
-                  time_scale=task.time_scale, billing_minimum_s=BILLING_MINIMUM_S,
-                  scheduler=sched, num_trials=task.num_trials)
+    common = dict(sim_setting(curves, task, seed, itype), scheduler=sha_scheduler(task),
+                  num_trials=task.num_trials)
     n = task.num_trials
     base = simulate(curves, workers=n, scaling=Static(n), **common)
     shape = JobShape(n, 1, task.max_resource, ETA)
