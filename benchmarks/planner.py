@@ -202,10 +202,11 @@ def sim_type(t: InstanceType) -> SimInstanceType:
 def _run_summary(r: SimResult | None, error: str | None = None) -> dict[str, Any]:
     if r is None:
         return {"error": error, "done": False, "reason": "error", "spend_usd": None,
-                "wall_s": None, "best_value": None, "budget_respected": None}
+                "wall_s": None, "best_value": None, "budget_respected": None,
+                "trials_started": 0}
     return {"done": r.outcome.reason == "done", "reason": r.outcome.reason,
             "spend_usd": r.spend_usd, "wall_s": r.wall_s, "best_value": r.best_value,
-            "budget_respected": r.budget_respected}
+            "budget_respected": r.budget_respected, "trials_started": len(r.trials)}
 
 
 def _met(run: dict[str, Any], deadline: float) -> bool:
@@ -242,7 +243,8 @@ def sha_scheduler(task: Task) -> dict[str, Any]:
 
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
-                  straggler: float = 0.0, profile_kind: str = "median") -> dict[str, Any]:
+                  straggler: float = 0.0, profile_kind: str = "median",
+                  raise_min: bool = True) -> dict[str, Any]:
     """All cases (one per deadline factor) of one task and seed."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
@@ -344,16 +346,19 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 aplan = plan_accuracy_max(
                     1, task.max_resource, ETA, profile(), itype, deadline, budget,
                     max_trials=task.configs, straggler=straggler,
-                    billing_minimum_s=BILLING_MINIMUM_S)
+                    billing_minimum_s=BILLING_MINIMUM_S, raise_min_resource=raise_min)
                 solve_s.append(time.perf_counter() - t)
                 k = aplan.num_trials
                 trials = min(k, task.configs)
                 if aplan.feasible and trials >= 1 and aplan.rungs:
-                    sched = {**sched_sha, "max_resource": aplan.rungs[-1].resource}
+                    first_r = aplan.rungs[0].resource
+                    sched = {**sched_sha, "min_resource": first_r,
+                             "max_resource": aplan.rungs[-1].resource}
                     # As a sweep with ``num_trials: None`` runs: the plan, re-planned online
                     # (fewer trials when what is observed no longer fits the budget).
                     areplanner = Replanner(
-                        JobShape(trials, 1, aplan.rungs[-1].resource, ETA), profile(), itype,
+                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA), profile(),
+                        itype,
                         deadline, cost_budget_usd=budget, straggler=straggler,
                         billing_minimum_s=BILLING_MINIMUM_S)
                     ar, aerr = sim(scheduler=sched, num_trials=trials,
@@ -364,6 +369,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 else:
                     arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
                 arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
+                            min_resource=aplan.rungs[0].resource if aplan.rungs else None,
                             plan_workers=[r.workers for r in aplan.rungs],
                             solve_s=solve_s[-1],
                             overrun=arun["spend_usd"] is not None
@@ -549,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the planners' profile: 'median' seconds per step (default), or "
                          "'fitted': mean seconds per later step plus the first step's extra "
                          "as the cost of a trial's first segment (first_segment_s)")
+    ap.add_argument("--accuracy-shape", choices=("raise", "fixed"), default="raise",
+                    help="the accuracy planner's first rung: 'raise' lets it start one rung "
+                         "up when a whole halving still fits there (default), 'fixed' keeps "
+                         "min_resource 1")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     if not (math.isfinite(args.straggler) and args.straggler >= 0):
@@ -583,13 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs == 1 or len(units) == 1:
         for i, (t, s) in enumerate(units, 1):
             results.append(run_task_seed(str(data_dir), t, s, itype, args.straggler,
-                                         args.profile))
+                                         args.profile, args.accuracy_shape == "raise"))
             err.print(f"[{i}/{len(units)}] {t.name} seed {s}: {results[-1]['elapsed_s']:.1f} s")
     else:
         with ProcessPoolExecutor(max_workers=min(args.jobs, len(units))) as pool:
             futures = {
                 pool.submit(run_task_seed, str(data_dir), t, s, itype, args.straggler,
-                            args.profile): (t, s)
+                            args.profile, args.accuracy_shape == "raise"): (t, s)
                 for t, s in units}
             for i, fut in enumerate(as_completed(futures), 1):
                 results.append(fut.result())
@@ -606,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         details = {
             "data_dir": str(data_dir), "seeds": seeds, "straggler": args.straggler,
-            "profile": args.profile,
+            "profile": args.profile, "accuracy_shape": args.accuracy_shape,
             "deadline_factors": list(FACTORS),
             "budget_factors": list(BUDGET_FACTORS),
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],

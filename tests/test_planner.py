@@ -282,6 +282,32 @@ def test_accuracy_max_picks_among_instance_types_and_user_candidates():
     assert plan.inputs["instance_type"] == "a"
 
 
+def test_accuracy_max_may_start_one_rung_up_when_a_whole_ladder_fits_there():
+    p = profile(10.0, boot=30)   # $3.6/h: a second of one instance is $0.001
+    # R = 27, eta = 3. From r = 3 a ladder is 3 rungs (3, 9, 27), so it needs 9 trials:
+    # 9 x 3 + 3 x 6 + 1 x 18 = 63 steps, 630 s of training, over $0.63.
+    for budget in (1.0, 5.0):
+        fixed = plan_accuracy_max(1, 27, 3, p, gpu(), 3600, budget)
+        raised = plan_accuracy_max(1, 27, 3, p, gpu(), 3600, budget, raise_min_resource=True)
+        assert fixed.rungs[0].resource == 1
+        assert raised.feasible and [r.resource for r in raised.rungs] == [3, 9, 27]
+        assert raised.inputs["shape"]["min_resource"] == 3 and raised.num_trials >= 9
+        assert raised.predicted_cost_usd <= budget
+        # the most trials that fit from r = 3: the next count up does not
+        up = [n for n in trial_counts(3) if n > raised.num_trials][0]
+        over = plan_cost_min(JobShape(up, 3, 27, 3), p, gpu(), 3600)
+        assert not over.feasible or over.predicted_cost_usd > budget
+        # a trial from r = 3 trains more steps, so fewer of them fit
+        assert raised.num_trials < fixed.num_trials
+    # Too poor for 9 trials from r = 3: it keeps r = 1 and the most trials that fit there.
+    poor = plan_accuracy_max(1, 27, 3, p, gpu(), 3600, 0.4, raise_min_resource=True)
+    assert poor.feasible and poor.rungs[0].resource == 1
+    assert poor.num_trials == plan_accuracy_max(1, 27, 3, p, gpu(), 3600, 0.4).num_trials
+    # No rung to raise to: r * eta must stay below R, so at least two rungs remain.
+    assert plan_accuracy_max(3, 9, 3, p, gpu(), 3600, 5.0,
+                             raise_min_resource=True).rungs[0].resource == 3
+
+
 # -- speed -------------------------------------------------------------------------------------
 
 def test_a_thousand_trial_job_solves_well_under_a_second():

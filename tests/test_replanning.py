@@ -57,6 +57,29 @@ def test_plan_remaining_plans_the_rest_and_existing_workers_pay_no_boot():
     assert [x.workers for x in r.rungs] == [1, 1] and r.predicted_cost_usd == pytest.approx(0.12)
 
 
+def test_a_late_plan_does_not_queue_trials_the_model_thinks_are_quick():
+    # The last stage: 3 trials x 18 steps at 10 s a step (180 s), 2 live workers, boot 30 s.
+    # Paces say
+    # two trials are quick (mean 0.5, slowest 0.97): by the mean, queueing the quick two on
+    # one worker (2 x 0.5) is as fast as the slowest alone, so booting a third looks like a
+    # loss. Past the deadline the plan takes every trial as slow as the slowest: 2 x 0.97 of
+    # a stage queued against 30 s of boot plus 0.97: it boots the third.
+    shape, profile = JobShape(81, 1, 27, 3), Profile(10.0, boot=BootLatency.fixed(30))
+    kw = dict(from_stage=3, elapsed_s=1000.0, billing_minimum_s=0, live_workers=2,
+              paces=[(0.5, 0.97)])
+    late = plan_remaining(shape, profile, GPU, 1100.0, **kw)
+    assert not late.feasible and [r.workers for r in late.rungs] == [3]
+    # On time, the model's cheapest plan may queue them (2 workers: 180 s; 1 worker would
+    # take 270 s).
+    ok = plan_remaining(shape, profile, GPU, 1200.0, **kw)
+    assert ok.feasible and [r.workers for r in ok.rungs] == [2]
+    # Trials of one pace: queueing is slower in the model too; a boot longer than a trial's
+    # segment keeps the live workers (the fastest way, queued or not).
+    slow_boot = Profile(10.0, boot=BootLatency.fixed(1000))
+    same = plan_remaining(shape, slow_boot, GPU, 1100.0, **{**kw, "paces": [(1.0, 1.0)]})
+    assert not same.feasible and [r.workers for r in same.rungs] == [2]
+
+
 def test_plan_remaining_from_the_start_is_plan_cost_min():
     from budgets import plan_cost_min
 

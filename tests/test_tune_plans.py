@@ -55,3 +55,52 @@ def test_num_trials_none_lets_the_planner_choose(tmp_path):
     result = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=tmp_path / "e")
     plan = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
     assert result.trials.shape[0] == plan["num_trials"] > 0
+
+
+def test_the_planner_may_raise_min_resource_only_when_the_sweep_leaves_it_unset():
+    from budgets import trial_counts
+    from tuner._config import load_sweep
+    from tuner._planning import plan_for, replanner_for
+
+    def sweep(**over):
+        doc = _sweep(num_trials=None, **over)
+        doc["scheduler"] = {k: v for k, v in doc["scheduler"].items() if k != "min_resource"}
+        doc["scheduler"]["max_resource"] = 27
+        doc.update(time_budget_s=600, cost_budget_usd=0.5)
+        return load_sweep(doc)
+
+    left = sweep()
+    plan = plan_for(left)
+    assert plan.planner == "accuracy-max" and plan.feasible
+    assert [r.resource for r in plan.rungs] == [3, 9, 27] and plan.num_trials >= 9
+    assert plan.num_trials in trial_counts(3)
+    # The user's own min_resource is kept, even when it is the default value.
+    given = _sweep(num_trials=None)
+    given["scheduler"]["max_resource"] = 27
+    given.update(time_budget_s=600, cost_budget_usd=0.5)
+    kept = plan_for(load_sweep(given))
+    assert kept.rungs[0].resource == 1 and kept.num_trials > plan.num_trials
+    # A fixed number of trials keeps the ladder too.
+    fixed = sweep()
+    fixed = fixed.model_copy(update={"num_trials": 9})
+    assert plan_for(fixed).rungs[0].resource == 1
+    # The planner chose the shape: the re-planner may shrink it to keep within the budget,
+    # also once the sweep's num_trials holds the chosen count.
+    chosen = left.model_copy(update={"num_trials": plan.num_trials})
+    assert replanner_for(chosen, plan).cost_budget_usd == 0.5
+    assert replanner_for(fixed, plan_for(fixed)).cost_budget_usd is None
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path):
+    sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2})
+    sweep["scheduler"] = {"type": "sha", "max_resource": 9, "reduction_factor": 3}
+    result = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=tmp_path / "e")
+    plan = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
+    assert plan["rungs"][0]["resource"] == 3
+    assert result.trials.shape[0] == plan["num_trials"] > 0
+    store = Store(tmp_path / "e", readonly=True)
+    assert store.experiment()["config"]["scheduler"]["min_resource"] == 3
+    # every trial's first segment trained 3 steps, not 1
+    first = [s for s in store.segments() if s["start_step"] == 0]
+    assert first and all(s["stop_step"] == 3 for s in first)

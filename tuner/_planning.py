@@ -135,6 +135,7 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
             s = sweep.scheduler
             return plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
                                      profile, types[0] if local else types, by, budget,
+                                     raise_min_resource=may_raise_min_resource(sweep),
                                      **kwargs)
         if local:
             return plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0], by,
@@ -168,6 +169,16 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
                                  "spot_policy": None if policy is None else policy.mode})
 
 
+def may_raise_min_resource(sweep: SweepConfig) -> bool:
+    """Whether the planner may choose the first rung too: the sweep leaves both the number of
+    trials and ``scheduler.min_resource`` to it (what the user sets is kept), the scheduler
+    is one the planner models (Hyperband runs its own brackets), and the sampler is not a
+    grid (which runs its whole grid)."""
+    s = sweep.scheduler
+    return (sweep.num_trials is None and "min_resource" not in s.model_fields_set
+            and s.type != "hyperband" and sweep.sampler != "grid")
+
+
 def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
                   ) -> InstanceType:
     """The priced instance type ``plan`` rents (the first of the sweep's when it rents none)."""
@@ -194,7 +205,7 @@ def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None)
     """The online re-planner for a sweep about to run ``plan``'s shape on its instance type;
     when the planner chose the number of trials, it may shrink it to keep within the cost
     budget (see :class:`budgets.Replanner`)."""
-    chosen = sweep.num_trials is None
+    chosen = sweep.num_trials is None or plan.planner == "accuracy-max"
     policy = spot_policy_for(sweep)
     margin = {} if policy is None else {"margin": policy.margin}
     return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),

@@ -102,7 +102,11 @@ def tune(
             and sweep.scheduler.type != "hyperband"):
         # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
         # runs its canonical brackets, which the planner does not model.)
-        sweep = sweep.model_copy(update={"num_trials": plan.num_trials})
+        # With ``min_resource`` left to it too, it may start one rung up.
+        first = plan.rungs[0].resource if plan.rungs else sweep.scheduler.min_resource
+        scheduler = sweep.scheduler.model_copy(update={"min_resource": first}) \
+            if first != sweep.scheduler.min_resource else sweep.scheduler
+        sweep = sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
     _make_dir(exp_dir)
     with ControllerLock(exp_dir):
