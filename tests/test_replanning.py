@@ -18,6 +18,7 @@ from budgets import (
     fit_segment_times,
     plan_remaining,
 )
+from cloud import uniform_boot
 from tests.test_simulate import SHA, Synth
 from tuner._simulate import simulate
 
@@ -120,6 +121,24 @@ def test_replanning_meets_a_deadline_an_optimistic_plan_misses():
     assert any(p["inputs"]["s_per_step"] > 7.5 for p in plans[1:])   # learned ~10 s a step
     # Re-plans keep the rung indices of the job and count time from the sweep's start.
     assert plans[-1]["rungs"][-1]["rung"] == 3 and plans[-1]["inputs"]["elapsed_s"] > 0
+
+
+def test_a_stage_is_not_shrunk_on_its_first_and_quickest_segments():
+    # The profile says 20 s a step; Synth's steps take 10 s, and boots take 60-180 s, so the
+    # first segments end while most instances still boot. A re-plan within a stage on a
+    # quicker rate waits until a segment has ended per instance up.
+    rp = Replanner(JobShape(81, 1, 27, 3), Profile(20.0, boot=BootLatency(60, 180)), SIM_GPU,
+                   3000.0, billing_minimum_s=60, max_workers=81)
+    plan = rp.initial()
+    r = simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+                 workers=plan.workers_for_rung(0), time_budget_s=3000.0, seed=1,
+                 boot_s=uniform_boot(60, 180), scaling=FollowPlan(plan), replanner=rp)
+    assert r.outcome.reason == "done"
+    quicker = [p for p in r.store.plans()[1:]
+               if p["inputs"]["from_stage"] == 0 and p["inputs"]["s_per_step"] < 20.0]
+    assert quicker, "no re-plan on the quicker rate in stage 0"
+    for p in quicker:
+        assert p["inputs"]["done_in_stage"] >= p["inputs"]["live_workers"], p["inputs"]
 
 
 def _growing_plan() -> Plan:

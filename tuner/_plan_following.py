@@ -110,8 +110,14 @@ class PlanningMixin:
                    and abs(mean / assumed - 1.0) > DRIFT)
         if self._stage <= self._replanned[0] and not drifted:
             return
-        self._replanned = (self._stage, seen)
         live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
+        if (self._stage <= self._replanned[0] and mean is not None and assumed
+                and mean < assumed and self._done_at_rung.get(self._stage, 0) < live):
+            # Quicker than planned, but within a stage whose first wave has not ended: the
+            # first segments to end are its quickest (survivorship), so no fewer instances
+            # on their word yet.
+            return
+        self._replanned = (self._stage, seen)
         new = self.replanner(ReplanView(
             now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
