@@ -663,9 +663,9 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
     ``max_resource``. The first rung ranks trials on the fewest steps, where rankings are least
     reliable: on the measured curves this project replays (YAHPO LCBench, AlexNet on ImageNet),
     the 81 trials a 243-trial halving keeps after one epoch end worse than 81 random ones
-    trained three epochs, and the one-rung-up shape is also cheaper per trial kept
-    (``benchmarks/planner.py`` prints both ways' accuracy). Hyperband (Li et al., JMLR 2018)
-    hedges over the same choice by running every bracket; this picks one.
+    trained three epochs, and train fewer steps in all (to R = 27: 729 against 567)
+    (``benchmarks/planner.py --accuracy-shape`` prints both ways' accuracy). Hyperband (Li
+    et al., JMLR 2018) hedges over the same choice by running every bracket; this picks one.
 
     The accuracy proxy is the number of trials at a fixed rung schedule (r, R, eta): every
     trial still gets up to R steps if it survives, and successive halving keeps the best
