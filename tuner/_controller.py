@@ -32,7 +32,7 @@ from budgets import (
 )
 from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
-from tuner._deadline_policy import DeadlinePolicyMixin
+from tuner._deadline_policy import DeadlinePolicyMixin, recent_median
 from tuner._executor import Executor
 from tuner._plan_following import PlanningMixin
 from tuner._sampling import Sampler
@@ -438,10 +438,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         return best
 
     def _seconds_per_step(self) -> float:
-        if not self._step_times:
-            return self.settings.prior_s_per_step
-        recent = sorted(self._step_times[-50:])
-        return recent[len(recent) // 2]
+        return recent_median(self._step_times, self.settings.prior_s_per_step)
 
     def _dispatch(self, now: float) -> None:
         slots_needed = max(1, self.spec.gpus_per_trial)

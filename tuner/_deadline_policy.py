@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("tuner._controller")
 
 
+def recent_median(times: list[float], prior: float, window: int = 50) -> float:
+    """The median of the last ``window`` of ``times`` (``prior`` when there are none)."""
+    if not times:
+        return prior
+    recent = sorted(times[-window:])
+    return recent[len(recent) // 2]
+
+
 class DeadlinePolicyMixin:
     """Methods of the controller that run the deadline policy (``self.reallocation``)."""
 
@@ -41,10 +49,7 @@ class DeadlinePolicyMixin:
 
     def _unit_s_per_step(self) -> float:
         """Seconds per step on one GPU: the median of recent finished segments."""
-        if not self._unit_step_times:
-            return self.settings.prior_s_per_step
-        recent = sorted(self._unit_step_times[-50:])
-        return recent[len(recent) // 2]
+        return recent_median(self._unit_step_times, self.settings.prior_s_per_step)
 
     def _check_admission(self, now: float) -> None:
         """Close admission for good once a new trial could not reach the top rung by the
