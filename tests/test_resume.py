@@ -197,3 +197,22 @@ provider: {type: local, workers: 2}
 def test_resume_refuses_a_dir_without_an_experiment(tmp_path):
     with pytest.raises(ConfigError, match="experiment_dir"):
         resume(tmp_path)
+
+
+@pytest.mark.slow
+def test_more_trials_than_a_decided_halving_can_take_is_refused_and_nothing_changes(tmp_path):
+    exp = tmp_path / "exp"
+    sha = {"type": "sha", "min_resource": 1, "max_resource": 9, "reduction_factor": 3}
+    first = tune(_sweep(scheduler=sha), time_budget="2m", cost_budget=1.0, experiment_dir=exp)
+    assert first.state == "finished"
+    config = Store(exp, readonly=True).experiment()["config"]
+    # Synchronous halving decided its rungs with 9 trials: a 10th has no stage to join.
+    with pytest.raises(ConfigError, match="num_trials") as err:
+        resume(exp, time_budget="4m", cost_budget=2.0, num_trials=18)
+    assert "keep num_trials at 9" in str(err.value)
+    store = Store(exp, readonly=True)
+    assert store.experiment()["config"] == config      # the refusal wrote nothing
+    assert store.experiment()["state"] == "finished"
+    store.close()
+    again = resume(exp, time_budget="4m", cost_budget=2.0)
+    assert again.state == "finished" and again.trials.shape[0] == 9

@@ -104,3 +104,37 @@ def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path)
     # every trial's first segment trained 3 steps, not 1
     first = [s for s in store.segments() if s["start_step"] == 0]
     assert first and all(s["stop_step"] == 3 for s in first)
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monkeypatch):
+    import tuner._tune as tune_module
+    from tuner import resume
+    from tuner._tune import SHAPE_CHOSEN
+
+    made = []
+
+    def recording(*args, **kwargs):
+        replanner = replanner_for(*args, **kwargs)
+        made.append(replanner)
+        return replanner
+
+    from tuner._planning import replanner_for
+    monkeypatch.setattr(tune_module, "replanner_for", recording)
+    exp = tmp_path / "e"
+    sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2, "scaling": "plan"})
+    first = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=exp)
+    chosen = first.trials.shape[0]
+    store = Store(exp, readonly=True)
+    assert store.meta(SHAPE_CHOSEN) == "1"
+    assert store.experiment()["config"]["num_trials"] == chosen
+    store.close()
+    assert made[-1].cost_budget_usd == 0.05
+    # The stored config now holds the chosen count; the resumed re-planner may still shrink
+    # it to keep within the (new) cost budget.
+    resume(exp, time_budget="80s", cost_budget=0.08)
+    assert made[-1].cost_budget_usd == 0.08
+    # A count the user sets on resume is theirs: it is planned as given.
+    resume(exp, time_budget="120s", cost_budget=0.1, num_trials=chosen)
+    assert made[-1].cost_budget_usd is None
+    assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"

@@ -201,11 +201,13 @@ def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:
                 max_workers=sweep.provider.workers if local else None)
 
 
-def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None) -> Replanner:
+def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None, *,
+                  chosen: bool = False) -> Replanner:
     """The online re-planner for a sweep about to run ``plan``'s shape on its instance type;
     when the planner chose the number of trials, it may shrink it to keep within the cost
-    budget (see :class:`budgets.Replanner`)."""
-    chosen = sweep.num_trials is None or plan.planner == "accuracy-max"
+    budget (see :class:`budgets.Replanner`). ``chosen`` says the planner chose it although
+    neither the sweep nor the plan shows it (a resumed sweep stores the chosen count)."""
+    chosen = chosen or sweep.num_trials is None or plan.planner == "accuracy-max"
     policy = spot_policy_for(sweep)
     margin = {} if policy is None else {"margin": policy.margin}
     return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),

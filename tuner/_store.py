@@ -190,6 +190,11 @@ class Store:
         with self._tx():
             self._db.execute("INSERT INTO plans VALUES (?,?)", (t, json.dumps(plan)))
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Keep one fact about the experiment that its config does not hold."""
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     # -- reads -----------------------------------------------------------------------------
     def experiment(self) -> dict[str, Any]:
         row = self._db.execute("SELECT * FROM experiment").fetchone()
@@ -253,6 +258,10 @@ class Store:
         with self._tx():
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def journal(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._db.execute("SELECT * FROM journal ORDER BY rowid")]

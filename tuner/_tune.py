@@ -25,6 +25,7 @@ from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
+from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
     cheapest_hourly,
@@ -40,7 +41,7 @@ from tuner._result import TuneResult
 from tuner._sampling import Sampler
 from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
-from tuner.schedulers import make_scheduler
+from tuner.schedulers import Scheduler, make_scheduler
 from worker import BrokerAddress, BrokerURLError, EmbeddedRedis
 from worker._broker import check_broker
 from worker._checkpoints import checkpoint_steps
@@ -48,6 +49,7 @@ from worker._checkpoints import checkpoint_steps
 _UNSET: Any = object()
 DEFAULT_ROOT = "experiments"
 STOP_FILE = "STOP"   # ``elastune stop DIR`` creates it; the running sweep stops cleanly
+SHAPE_CHOSEN = "planner_chose_num_trials"  # meta key: "1" when the planner chose num_trials
 
 
 def tune(
@@ -98,8 +100,9 @@ def tune(
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
     plan = plan_for(sweep)
-    if (sweep.num_trials is None and sweep.sampler != "grid" and plan.feasible
-            and sweep.scheduler.type != "hyperband"):
+    chosen = (sweep.num_trials is None and sweep.sampler != "grid" and plan.feasible
+              and sweep.scheduler.type != "hyperband")
+    if chosen:
         # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
         # runs its canonical brackets, which the planner does not model.)
         # With ``min_resource`` left to it too, it may start one rung up.
@@ -113,8 +116,9 @@ def tune(
         store = Store(exp_dir)
         store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
                                 sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
+        store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
-                        observer, insecure_broker=insecure_broker)
+                        observer, insecure_broker=insecure_broker, chosen=chosen)
 
 
 def resume(
@@ -166,17 +170,24 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             prior_usd, elapsed_s = _used_so_far(store, exp)
             _check_room(sweep, prior_usd, elapsed_s)
             check_cloud_broker(sweep, address)
+            _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
             plan = plan_for(sweep)
+            # The planner chose the number of trials (it is in the stored config since):
+            # the resumed sweep may still shrink it to keep within the cost budget, unless
+            # the user now sets it.
+            chosen = store.meta(SHAPE_CHOSEN) == "1" and "num_trials" not in overrides
             store.update_experiment(config=json.dumps(sweep.to_json_dict()),
                                     time_budget_s=sweep.time_budget_s,
                                     cost_budget_usd=sweep.cost_budget_usd, state="running",
                                     finished_at=None)
+            store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         except BaseException:
             store.close()
             raise
         return _execute(sweep, plan, located, exp_dir, exp["id"], store, address, observer,
-                        prior=(prior_usd, elapsed_s), insecure_broker=insecure_broker)
+                        prior=(prior_usd, elapsed_s), insecure_broker=insecure_broker,
+                        chosen=chosen)
 
 
 def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dict[str, Any]:
@@ -227,7 +238,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
              experiment_id: str, store: Store, address: BrokerAddress | None,
              observer: Callable[[dict[str, Any]], None] | None,
              prior: tuple[float, float] | None = None,
-             insecure_broker: bool = False) -> TuneResult:
+             insecure_broker: bool = False, chosen: bool = False) -> TuneResult:
     trainable_spec, code_roots, preload, bundle_fn = located
     if prior is not None and bundle_fn is not None and (exp_dir / "code" /
                                                          "trainable.pkl").exists():
@@ -243,10 +254,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         workers = open_workers(sweep, address, experiment_id, exp_dir, trainable_spec,
                                code_roots, preload, bundle_fn, plan_instance(sweep, plan).name,
                                clock, insecure_broker=insecure_broker)
-        scaling, replanner = _scaling(sweep, plan)
-        s = sweep.scheduler
-        scheduler = make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                                   sweep.mode, _num_trials(sweep))
+        scaling, replanner = _scaling(sweep, plan, chosen)
+        scheduler = _scheduler_for(sweep)
         if scaling is None:
             # A fixed cluster: store what the planner predicts for it, for planned vs actual.
             fixed = sweep.model_copy(update={"num_trials": scheduler.total_trials})
@@ -323,14 +332,40 @@ def _reallocation(sweep: SweepConfig, plan: Plan) -> Reallocation | None:
                         + profile.seconds_per_step(1))
 
 
-def _scaling(sweep: SweepConfig, plan: Plan) -> tuple[FollowPlan | None, Replanner | None]:
-    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster."""
+def _scaling(sweep: SweepConfig, plan: Plan, chosen: bool = False
+             ) -> tuple[FollowPlan | None, Replanner | None]:
+    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster.
+    ``chosen``: the planner chose the number of trials (see :func:`replanner_for`)."""
     if not sweep.provider.follows_plan:
         return None, None
     if not plan.feasible:
         raise ConfigError("budget", f"no plan fits the budgets: {plan.reason}")
-    replanner = replanner_for(sweep, plan)
+    replanner = replanner_for(sweep, plan, chosen=chosen)
     return FollowPlan(replanner.initial()), replanner
+
+
+def _scheduler_for(sweep: SweepConfig) -> Scheduler:
+    s = sweep.scheduler
+    return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
+                          sweep.mode, _num_trials(sweep))
+
+
+def _check_journal(sweep: SweepConfig, store: Store, overrides: dict[str, Any]) -> None:
+    """The resumed sweep's scheduler must take up the journal of the earlier runs (before
+    anything is written): e.g. a synchronous halving that has decided a rung cannot admit
+    more trials, so a larger ``num_trials`` is refused rather than stored."""
+    try:
+        replay(_scheduler_for(sweep), store.journal())
+    except RestoreError as exc:
+        if "num_trials" in overrides:
+            stored = store.experiment()["config"].get("num_trials")
+            raise ConfigError("num_trials", (
+                f"is {overrides['num_trials']!r}, but the experiment's {sweep.scheduler.type} "
+                f"scheduler cannot take up what it has run with that many trials ({exc}); a "
+                "synchronous halving that has decided a rung admits no more trials: keep "
+                f"num_trials at {stored!r}, or start a new experiment")) from None
+        raise ConfigError("config", f"the experiment's journal does not replay into its "
+                          f"scheduler ({exc})") from None
 
 
 def _num_trials(sweep: SweepConfig) -> int | None:
