@@ -61,6 +61,12 @@ def test_planner_benchmark_quick_json():
         assert len(case["accuracy"]) == 3
     # Lower bound: the planner cannot have paid less than the GPU-seconds it used.
     assert summary["cost_ratio_vs_lower_bound_median"] >= 1.0 - 1e-9
+    # ... and a plan costing the lower bound would score at most what the planner scored.
+    floor = details["lower_bound_vs_static_min_median_by_deadline"]
+    assert set(floor) == set(by_deadline)
+    for key, value in floor.items():
+        if value is not None and by_deadline[key] is not None:
+            assert 0 < value <= by_deadline[key] + 1e-9, key
 
 
 @pytest.mark.timeout(120)
