@@ -89,8 +89,11 @@ class FollowPlan:
 
     def target(self, view: ScaleView) -> int:
         planned = self.plan.workers_for_rung(view.stage)
-        upcoming = self.plan.workers_for_rung(view.stage + 1)
         nxt = next((r for r in self.plan.rungs if r.rung == view.stage + 1), None)
+        last = bool(self.plan.rungs) and view.stage >= self.plan.rungs[-1].rung
+        # Past the plan's last stage nothing is to come: a worker whose trial has ended
+        # there would wait, paid, for the slowest one to finish.
+        upcoming = 0 if last else self.plan.workers_for_rung(view.stage + 1)
         if nxt is not None and upcoming > planned:
             boot = self.boot_s if self.boot_s is not None else self.plan.inputs.get("boot_s", 0)
             elapsed = view.now if view.elapsed_s is None else view.elapsed_s

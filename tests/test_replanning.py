@@ -160,6 +160,20 @@ def test_follow_plan_targets_the_next_stage_one_boot_ahead():
     assert FollowPlan(_growing_plan(), boot_s=30.0).target(view(100.0)) == 1
 
 
+def test_follow_plan_lets_idle_workers_go_in_the_last_stage():
+    # Stage 1 of a 2-stage plan (3 workers): two trials have ended, the third still runs.
+    rungs = [RungPlan(0, 9, 1, 1, 3, 60.0, 150.0), RungPlan(1, 3, 3, 1, 3, 150.0, 250.0)]
+    policy = FollowPlan(Plan(True, 0.0, 250.0, 9, rungs, [], inputs={"boot_s": 60}))
+
+    def view(stage: int, starved: bool) -> ScaleView:
+        return ScaleView(now=200.0, live=3, busy=1, starved=starved, queued=False,
+                         stage=stage, elapsed_s=200.0)
+
+    assert policy.target(view(1, starved=True)) == 1     # nothing is to come after it
+    assert policy.target(view(1, starved=False)) == 3    # a job may still need them
+    assert policy.target(view(0, starved=True)) == 3     # stage 1 will need three
+
+
 def test_follow_plan_launches_for_a_larger_stage_before_it_starts():
     r = simulate(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=1, seed=0, boot_s=lambda rng: 60.0,
