@@ -21,6 +21,9 @@ class ScaleView:
     queued: bool       # a job waits for a free slot
     stage: int         # highest rung index a segment has been started for
     elapsed_s: float | None = None  # seconds since the sweep started (None: use ``now``)
+    # While ``starved``: the earliest (in ``elapsed_s`` terms) new jobs may appear, e.g. when
+    # a synchronous stage's last running segment ends; None: not known.
+    next_work_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,18 @@ class ReleaseIdle:
         return view.live
 
 
+# While a stage waits for stragglers, idle workers the next stage needs go when its work is
+# more than (RELAUNCH_LEAD + RELEASE_MARGIN) boot latencies off, and are launched again
+# RELAUNCH_LEAD boot latencies before it (with boot U(60, 180) s, 1.5 mean boots is the slowest).
+RELAUNCH_LEAD = 1.5
+RELEASE_MARGIN = 1.0
+
+
 class FollowPlan:
     """Hold the plan's worker count for the stage (rung) being run; while the scheduler has no
-    job (synchronous SHA waits for stragglers), release workers beyond the next stage's count.
+    job (synchronous SHA waits for stragglers), release workers beyond the next stage's count
+    (all idle ones in the last stage, and while the next stage's work is far enough off, see
+    ``ScaleView.next_work_s``, booting them again ahead of it).
 
     Looks ahead as the planner's timeline assumes: from one boot latency (``boot_s``, default
     the plan's ``inputs["boot_s"]``) before the next stage's planned start, it holds that
@@ -101,5 +113,17 @@ class FollowPlan:
                 planned = upcoming
         if view.starved and not view.queued:
             # Keep what the next stage will need; let the rest go while stragglers finish.
-            return min(planned, max(view.busy, upcoming))
+            hold = max(view.busy, upcoming)
+            if view.next_work_s is not None and hold > view.busy:
+                # ... unless the next stage's work is far off: then an idle worker costs more
+                # than booting one again, RELAUNCH_LEAD boot latencies before that work.
+                boot = self.boot_s if self.boot_s is not None else \
+                    float(self.plan.inputs.get("boot_s") or 0.0)
+                elapsed = view.now if view.elapsed_s is None else view.elapsed_s
+                wait = view.next_work_s - elapsed
+                if boot > 0 and wait > (RELAUNCH_LEAD + RELEASE_MARGIN) * boot:
+                    hold = view.busy
+                elif boot > 0 and wait > RELAUNCH_LEAD * boot:
+                    hold = max(view.busy, min(upcoming, view.live))  # neither go nor launch
+            return min(planned, hold)
         return planned

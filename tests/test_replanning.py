@@ -174,6 +174,65 @@ def test_follow_plan_lets_idle_workers_go_in_the_last_stage():
     assert policy.target(view(0, starved=True)) == 3     # stage 1 will need three
 
 
+def test_follow_plan_lets_the_next_stages_workers_go_while_its_work_is_far_off():
+    rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 150.0), RungPlan(1, 3, 3, 1, 3, 150.0, 250.0)]
+    policy = FollowPlan(Plan(True, 0.0, 250.0, 9, rungs, [], inputs={"boot_s": 40}))
+
+    def view(next_work_s: float | None, live: int = 3) -> ScaleView:
+        return ScaleView(now=100.0, live=live, busy=1, starved=True, queued=False, stage=0,
+                         elapsed_s=100.0, next_work_s=next_work_s)
+
+    assert policy.target(view(None)) == 3           # not known: kept for the next stage
+    assert policy.target(view(100.0 + 101)) == 1    # > 2.5 boots off: the idle ones go
+    assert policy.target(view(100.0 + 99)) == 3     # between: none go ...
+    assert policy.target(view(100.0 + 99, live=1)) == 1   # ... and none is launched yet
+    assert policy.target(view(100.0 + 59, live=1)) == 3   # 1.5 boots ahead: launched again
+
+
+class _Straggler:
+    """27 configs at 10 s a step, but the best one (c26) takes 300 s a step."""
+
+    name = "straggler"
+
+    def config_ids(self) -> list[str]:
+        return [f"c{i}" for i in range(27)]
+
+    def value(self, c: str, s: int) -> float:
+        return (0.5 + int(c[1:]) / 54) * (1 - 0.5 ** s)
+
+    def cost_s(self, c: str, a: int, b: int) -> float:
+        return (300.0 if c == "c26" else 10.0) * (b - a)
+
+    def last_step(self, c: str) -> int:
+        return 9
+
+
+def test_workers_idle_behind_a_straggler_go_and_are_booted_again_before_the_next_stage():
+    # 27 trials, rungs 1/3/9 on 3 workers throughout. In stage 1 the straggler's segment
+    # (2 steps, 600 s) runs long after the other 8 (20 s each) have ended.
+    rungs = [RungPlan(0, 27, 1, 1, 3, 30.0, 400.0), RungPlan(1, 9, 3, 1, 3, 400.0, 1100.0),
+             RungPlan(2, 3, 9, 1, 3, 1100.0, 3000.0)]
+    plan = Plan(True, 0.0, 3000.0, 27, rungs, [], inputs={"boot_s": 30})
+    r = simulate(_Straggler(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+                 num_trials=27, workers=3, seed=0, boot_s=lambda rng: 30.0,
+                 scaling=FollowPlan(plan), billing_minimum_s=0.0)
+    assert r.outcome.reason == "done"
+    segs = r.store.segments()
+    slow = next(s for s in segs if s["start_step"] == 1 and s["finished_at"] - s["started_at"]
+                > 500)
+    stage2 = min(s["started_at"] for s in segs if s["start_step"] == 3)
+    instances = r.store.instances()
+    gone = [i for i in instances if i["terminated_at"] is not None
+            and slow["started_at"] < i["terminated_at"] < slow["finished_at"] - 100]
+    back = [i for i in instances if slow["started_at"] < i["launched_at"] < slow["finished_at"]]
+    assert len(gone) == 2                 # the two idle workers went ...
+    assert len(back) == 2                 # ... and two were booted again
+    assert all(i["launched_at"] <= slow["finished_at"] - 30 for i in back)   # up in time
+    assert stage2 - slow["finished_at"] < 5
+    # Every stage-2 segment starts with the stage: none waited for a boot.
+    assert max(s["started_at"] for s in segs if s["start_step"] == 3) - stage2 < 5
+
+
 def test_follow_plan_launches_for_a_larger_stage_before_it_starts():
     r = simulate(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=1, seed=0, boot_s=lambda rng: 60.0,

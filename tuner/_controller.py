@@ -171,6 +171,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         # fit_segment_times; and segments finished ("done") per rung index.
         self._segment_times: list[tuple[int, float, bool]] = []
         self._paces = TrialPaces()         # per trial, for the re-planner
+        self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._resumed_segments = 0         # of those, how many resumed a trial
         self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
@@ -712,7 +713,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         busy = {run.instance_id for run in self.running.values()}
         view = ScaleView(now=now, live=len(live), busy=len(busy & set(live)),
                          starved=self._starved, queued=self._queued, stage=self._stage,
-                         elapsed_s=now - self._started_at)
+                         elapsed_s=now - self._started_at, next_work_s=self._next_work_s(now))
         target = self.scaling.target(view)
         leaving: list[str] = []
         if self.spec.spot_policy is not None and not self._spot_now(now):

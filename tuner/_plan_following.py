@@ -48,6 +48,39 @@ class PlanningMixin:
     _admit_limit: int | None
     _done_at_rung: dict[int, int]
     _paces: Any
+    _starved: bool
+    _queued: bool
+    _work_fit: tuple[int, tuple[float, float] | None]
+
+    def _next_work_s(self, now: float) -> float | None:
+        """While a synchronous stage waits for its stragglers (the scheduler has no job and
+        none is queued): when, in seconds since the sweep started, its last running segment
+        is expected to end (the fitted seconds per step times the trial's pace) and the next
+        stage's jobs appear, for :class:`budgets.FollowPlan`; now, once one runs past that.
+        (0.8 of the expected time was tried: the stragglers that matter run past it, and
+        nothing changed in the planner benchmark.) None when that is not the case or not
+        known (a segment not started yet, nothing fitted)."""
+        from tuner.schedulers import SuccessiveHalving
+
+        if (not isinstance(self.scaling, FollowPlan) or not self._starved or self._queued
+                or type(self.scheduler) is not SuccessiveHalving or not self.running):
+            return None
+        if self._work_fit[0] != len(self._segment_times):  # refitted as segments end
+            self._work_fit = (len(self._segment_times), fit_segment_times(self._segment_times))
+        fit = self._work_fit[1]
+        if fit is None:
+            return None
+        rate, first = fit
+        last = 0.0
+        for run in self.running.values():
+            seg = run.segment
+            if run.started_at is None:
+                return None
+            pace = self._paces.pace(seg.trial_id, s_per_step=rate) or 1.0
+            expected = (seg.stop_step - seg.start_step) * rate * pace \
+                + (first if seg.start_step == 0 else 0.0)
+            last = max(last, run.started_at + expected)
+        return max(now, last) - self._started_at
 
     def _spot_now(self, now: float) -> bool:
         """The market of an instance launched now: the sweep's, or its spot policy's (asked
