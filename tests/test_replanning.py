@@ -348,3 +348,37 @@ def test_replanner_keeps_the_deadline_when_the_margin_cannot_be_kept():
     plan = rp(view)
     assert plan.feasible and [r.workers for r in plan.rungs] == [2, 1]
     assert plan.predicted_cost_usd == pytest.approx(0.140) and plan.predicted_wall_s == 200.0
+
+
+def _straggler_sweep(cost_budget_usd):
+    # 27 trials, rungs 1/3/9, 10 s a step but the best config takes 300 s a step: its stage-1
+    # segment (600 s) would end long after the 700 s deadline.
+    rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
+                   700.0, cost_budget_usd=cost_budget_usd, billing_minimum_s=0)
+    plan = rp.initial()
+    return simulate(_Straggler(), metric="acc", mode="max",
+                    scheduler={**SHA, "max_resource": 9}, num_trials=27,
+                    workers=max(1, plan.workers_for_rung(0)), seed=0,
+                    boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
+                    time_budget_s=700.0, billing_minimum_s=0.0)
+
+
+def test_a_sweep_whose_shape_the_planner_chose_decides_a_stage_without_its_straggler():
+    r = _straggler_sweep(cost_budget_usd=50.0)
+    assert r.outcome.reason == "done" and r.wall_s <= 700.0
+    assert [e["kind"] for e in r.store.journal()].count("decide") == 1
+    states = {row["trial_id"]: row["state"] for row in r.store.query("SELECT * FROM trials")}
+    # The straggler's segment was not waited for (its stop takes effect at a step's end, one
+    # after the sweep's): it is pruned, and nothing else of stage 1 was cut.
+    cut = [s for s in r.store.segments() if s["start_step"] == 1 and s["state"] != "done"]
+    assert len(cut) == 1 and states[cut[0]["trial_id"]] == "pruned"
+    assert cut[0]["finished_at"] - cut[0]["started_at"] < 600
+    # The next stage went on with the others: three trials trained to the top rung.
+    assert sum(1 for s in r.store.segments() if s["stop_step"] == 9
+               and s["state"] == "done") == 3
+
+
+def test_a_sweep_of_a_given_shape_waits_for_its_straggler():
+    r = _straggler_sweep(cost_budget_usd=None)
+    assert "decide" not in [e["kind"] for e in r.store.journal()]
+    assert r.outcome.reason == "deadline"

@@ -16,7 +16,7 @@ from budgets import Ledger
 from tuner import ConfigError, resume, tune, uniform
 from tuner._journal import RestoreError, replay
 from tuner._store import Store
-from tuner.schedulers import ASHA, Hyperband, SuccessiveHalving
+from tuner.schedulers import ASHA, Hyperband, SuccessiveHalving, TrialStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +67,33 @@ def test_the_journal_rebuilds_every_scheduler(tmp_path, make):
     for k in range(5):                        # and both go on making the same decisions
         a, b = original.next_job(f"n{k}"), rebuilt.next_job(f"n{k}")
         assert a == b
+
+
+def test_a_stage_decided_early_is_journaled_and_replayed(tmp_path):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+    original = SuccessiveHalving(1, 9, 3, "max", 9)
+
+    def start(trial_id):
+        job = original.next_job(trial_id)
+        store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket, flag=job.new)
+        return job
+
+    for job in [start(f"t{i}") for i in range(9)]:             # stage 0, all reported
+        store.journal_add("rung", job.trial_id, 1, int(job.trial_id[1:]) / 10)
+        original.on_rung(job.trial_id, 1, int(job.trial_id[1:]) / 10)
+    job = [start("x") for _ in range(3)][-1]                  # stage 1: one of 3 reports
+    store.journal_add("rung", job.trial_id, 3, 1.0)
+    original.on_rung(job.trial_id, 3, 1.0)
+    store.journal_add("decide", "*")
+    cut = original.decide_stage()
+    assert len(cut) == 2
+    rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
+    replay(rebuilt, store.journal())
+    assert [rebuilt.status(t) for t in cut] == [TrialStatus.PRUNED] * 2
+    assert rebuilt.next_job("y") == original.next_job("y")
+    with pytest.raises(RestoreError, match="cannot decide"):
+        replay(ASHA(1, 9, 3, "max", 9), [{"kind": "decide", "trial_id": "*"}])
 
 
 def test_a_journal_from_another_scheduler_is_refused(tmp_path):

@@ -487,3 +487,23 @@ def test_closed_sha_decides_the_stage_with_the_trials_it_has():
     assert sha.sizes == [7, 2, 1]
     assert [sha.next_job("x").trial_id for _ in range(2)] == ["t5", "t4"]
     assert sha.next_job("x") is None
+
+
+def test_sha_decides_a_stage_without_its_stragglers_only_when_enough_have_reached_it():
+    sha = SuccessiveHalving(1, 9, 3)                  # rungs 1/3/9, sizes 9/3/1
+    jobs = [sha.next_job(f"t{i}") for i in range(9)]
+    assert sha.stragglers() == []                     # stage 0 decides with all its trials
+    for i, job in enumerate(jobs):
+        sha.on_rung(job.trial_id, 1, float(i))
+    promoted = [sha.next_job("x").trial_id for _ in range(3)]
+    assert promoted == ["t8", "t7", "t6"] and sha.stage == 1
+    assert sha.stragglers() == []                     # none has reached rung 3 yet
+    sha.on_rung("t7", 3, 0.5)
+    assert sha.stragglers() == ["t8", "t6"]           # one reached: enough for stage 2's one
+    assert sha.decide_stage() == ["t8", "t6"]
+    assert sha.status("t8") is TrialStatus.PRUNED and sha.status("t6") is TrialStatus.PRUNED
+    job = sha.next_job("x")
+    assert (job.trial_id, job.to_step) == ("t7", 9) and sha.stage == 2
+    assert sha.stragglers() == [] and sha.decide_stage() == []   # the last stage runs out
+    sha.on_rung("t7", 9, 0.9)
+    assert sha.is_finished()

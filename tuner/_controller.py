@@ -172,6 +172,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._segment_times: list[tuple[int, float, bool]] = []
         self._paces = TrialPaces()         # per trial, for the re-planner
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
+        self._cut: set[str] = set()        # trials pruned from a stage while they trained
         self._resumed_segments = 0         # of those, how many resumed a trial
         self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
@@ -246,9 +247,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     self._last_scale = now
                     if self.replanner is not None:
                         self._replan(now)
+                        self._cut_stragglers(now)
                     if self.scaling is not None:
                         self._autoscale(now)
-                if not self.running and (self.scheduler.is_finished() or self._budget_blocked):
+                if self._nothing_running() and (self.scheduler.is_finished()
+                                                or self._budget_blocked):
                     reason = "done" if self.scheduler.is_finished() else "budget"
                     break
                 wait = min(self.settings.tick_s, max(0.0, deadline - now))
@@ -616,7 +619,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             value = self._value_at(trial, event.last_step)
             if event.status in ("done", "ended", "stopped") and event.last_step > trial.step:
                 trial.step, trial.value = event.last_step, value
-            if event.status == "done":
+            if trial.trial_id in self._cut:
+                # Pruned from its stage while it trained (see _cut_stragglers): what it
+                # trained is kept; the scheduler has already settled the stage without it.
+                pass
+            elif event.status == "done":
                 self.sampler.report(trial.trial_id, value, seg.stop_step)
                 self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
                 self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
@@ -663,6 +670,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._sync_state(trial, now)
 
     def _job_lost(self, trial_id: str) -> None:
+        if trial_id in self._cut:
+            return  # pruned while it trained: nothing to offer again
         self.store.journal_add("lost", trial_id)
         self.scheduler.on_job_lost(trial_id)
 
@@ -844,6 +853,12 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._terminate(list(lapsed), now)
         self._launch(len(lapsed), required=False)
 
+    def _nothing_running(self) -> bool:
+        """No segment runs that the sweep still waits for (those of trials cut from their
+        stage are being stopped, and nothing waits for them)."""
+        return not self.running or (bool(self._cut) and all(
+            run.segment.trial_id in self._cut for run in self.running.values()))
+
     # -- the end ----------------------------------------------------------------------------
     def _shutdown(self, state: str, reason: str, message: str | None) -> float:
         self._widening.clear()   # every running segment stops now, and stays stopped
@@ -854,7 +869,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             wait = (self.settings.reaction_s * 0.4 if reason == "budget"
                     else self.settings.stop_grace_s)
             give_up = self.clock.now() + wait
-            while self.running and self.clock.now() < give_up:
+            while not self._nothing_running() and self.clock.now() < give_up:
                 if reason != "budget" and self.ledger.must_stop(self.clock.now(),
                                                                 self.settings.reaction_s * 0.6):
                     break  # the grace to checkpoint never outranks the cost budget
@@ -863,7 +878,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             for seg_id, run in list(self.running.items()):
                 self.running.pop(seg_id)
                 self.store.update_segment(seg_id, state="lost", finished_at=now)
-                self._set_trial_state(self.trials[run.segment.trial_id], "stopped", now)
+                trial = self.trials[run.segment.trial_id]
+                if trial.trial_id in self._cut:
+                    self._sync_state(trial, now)   # pruned, whatever it was still training
+                else:
+                    self._set_trial_state(trial, "stopped", now)
         live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
         if live:
             for inst in self.provider.terminate(live):

@@ -1,7 +1,8 @@
 """Replay the scheduler journal: rebuild a scheduler's state after a restart.
 
 The controller writes every call that changes its scheduler's state to the store (a job it
-committed, a rung reached, a trial that ended, a job lost, admission closed) in order.
+committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
+early) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -42,6 +43,12 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
             scheduler.on_job_lost(trial_id)
         elif kind == "close":
             scheduler.close_admission()
+        elif kind == "decide":
+            decide = getattr(scheduler, "decide_stage", None)
+            if decide is None:
+                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                                   "decide a stage early")
+            decide()
         elif kind == "limit":
             pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:

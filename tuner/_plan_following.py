@@ -8,11 +8,14 @@ instance with the spot policy. The decisions are :class:`budgets.Replanner`'s an
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from budgets import FollowPlan, Plan, ReplanView, fit_segment_times
 from records import InstanceState
+
+log = logging.getLogger("tuner._controller")
 
 # Between segment ends, how often (in ticks) running segments are checked against the fit.
 OVERDUE_CHECK_TICKS = 20
@@ -51,6 +54,48 @@ class PlanningMixin:
     _starved: bool
     _queued: bool
     _work_fit: tuple[int, tuple[float, float] | None]
+    _cut: set[str]
+    executor: Any
+
+    def _cut_stragglers(self, now: float) -> None:
+        """HyperSched's admission control near the deadline, for a sweep whose shape the
+        planner chose (the most accurate within both budgets; the re-planner has the cost
+        budget): from the second stage on, when every segment a synchronous stage still waits
+        for is expected to end too late for the stages after it (their steps at the fitted
+        rate, one trial each: the least they need), the stage is decided with the trials that
+        have reached its rung (enough to fill the next stage), and the others are pruned and
+        stopped. A sweep of a given shape runs it as given."""
+        if getattr(self.replanner, "cost_budget_usd", None) is None or math.isinf(self._deadline):
+            return
+        stragglers = getattr(self.scheduler, "stragglers", None)
+        if not callable(stragglers) or self.scheduler.stage == 0:
+            # (In the first stage the rates are first segments only, often dearer than the
+            # steps to come; the re-planner shrinks the job there instead.)
+            return
+        waiting = self._stage_wait(now)
+        if waiting is None:
+            return
+        ends, rate = waiting
+        # The least the stages after need: their steps at the fitted rate, one trial each.
+        rungs = self.scheduler.rungs
+        after = rate * (rungs[-1] - rungs[self.scheduler.stage])
+        if min(ends) + after <= self._deadline - self._started_at:
+            return
+        cut = stragglers()
+        if not cut:
+            return
+        log.info("stage %d decided without its stragglers: %s", self.scheduler.stage,
+                 ", ".join(cut))
+        self.store.journal_add("decide", "*")
+        cut = self.scheduler.decide_stage()
+        self._cut.update(cut)
+        # The next stage's jobs are ready: the scaling policy holds its workers (the idle
+        # ones stay), and it is planned afresh at the next tick.
+        self._starved = False
+        self._stage = max(self._stage, self.scheduler.stage)
+        self._replanned = (-1, -1)
+        self.executor.request_stop([sid for sid, run in self.running.items()
+                                    if run.segment.trial_id in cut])
 
     def _next_work_s(self, now: float) -> float | None:
         """While a synchronous stage waits for its stragglers (the scheduler has no job and
@@ -60,6 +105,14 @@ class PlanningMixin:
         (0.8 of the expected time was tried: the stragglers that matter run past it, and
         nothing changed in the planner benchmark.) None when that is not the case or not
         known (a segment not started yet, nothing fitted)."""
+        waiting = self._stage_wait(now)
+        return max(waiting[0]) if waiting else None
+
+    def _stage_wait(self, now: float) -> tuple[list[float], float] | None:
+        """While a synchronous stage waits for its stragglers: when each segment it waits
+        for is expected to end (seconds since the sweep started; now, for one running past
+        that), and the fitted seconds per step. None when that is not the case or not
+        known."""
         from tuner.schedulers import SuccessiveHalving
 
         if (not isinstance(self.scaling, FollowPlan) or not self._starved or self._queued
@@ -71,16 +124,18 @@ class PlanningMixin:
         if fit is None:
             return None
         rate, first = fit
-        last = 0.0
+        ends = []
         for run in self.running.values():
             seg = run.segment
+            if seg.trial_id in self._cut:
+                continue
             if run.started_at is None:
                 return None
             pace = self._paces.pace(seg.trial_id, s_per_step=rate) or 1.0
             expected = (seg.stop_step - seg.start_step) * rate * pace \
                 + (first if seg.start_step == 0 else 0.0)
-            last = max(last, run.started_at + expected)
-        return max(now, last) - self._started_at
+            ends.append(max(now, run.started_at + expected) - self._started_at)
+        return (ends, rate) if ends else None
 
     def _spot_now(self, now: float) -> bool:
         """The market of an instance launched now: the sweep's, or its spot policy's (asked

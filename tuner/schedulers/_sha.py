@@ -89,6 +89,30 @@ class SuccessiveHalving(_RungScheduler):
             self.sizes = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
             self._settle()
 
+    def stragglers(self) -> list[str]:
+        """The trials a :meth:`decide_stage` now would prune: those of the current stage still
+        training in it, when at least enough others have reached its rung to fill the next
+        stage (and no new trial is to come); else none."""
+        if self._stage >= len(self.rungs) - 1 or not self._all_started() or self._lost:
+            return []
+        rung = self.rungs[self._stage]
+        members = [self._trials[t] for t in self._members]
+        reached = sum(t.status is TrialStatus.PAUSED and t.step == rung for t in members)
+        if reached < self.sizes[self._stage + 1]:
+            return []
+        return [t for t in self._members if self._trials[t].status is TrialStatus.RUNNING]
+
+    def decide_stage(self) -> list[str]:
+        """Decide the current stage now with the trials that have reached its rung, pruning
+        its :meth:`stragglers` (HyperSched's admission control near a deadline: waiting for
+        them would leave the stages after it too little time). Returns the pruned trials."""
+        cut = self.stragglers()
+        for trial_id in cut:
+            self._trials[trial_id].status = TrialStatus.PRUNED
+        if cut:
+            self._settle()
+        return cut
+
     def _settled(self, trial_id: str) -> bool:
         trial = self._trials[trial_id]
         if trial.status is TrialStatus.PAUSED:
