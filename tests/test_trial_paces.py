@@ -309,3 +309,36 @@ def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
     assert fresh.shape.num_trials == limits[-1]
     with pytest.raises(ValueError, match="num_trials"):
         fresh.restrict(0)
+
+
+class DearFirstStep(Synth):
+    """Synth, but a trial's first step costs 100 s more (set-up, warm-up)."""
+
+    def cost_s(self, c, a, b):
+        return 10.0 * (b - a) + (100.0 if a == 0 and b > 0 else 0.0)
+
+
+def test_first_segments_of_several_steps_tell_the_first_steps_cost_from_the_rest():
+    seen: list[ReplanView] = []
+    # Rungs 3/9/27: every first segment trains 3 steps, 120 s in all.
+    rp = Replanner(JobShape(27, 3, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
+                   None, billing_minimum_s=60, max_workers=27)
+
+    def spy(view: ReplanView):
+        seen.append(view)
+        return rp(view)
+
+    r = simulate(DearFirstStep(n=27), metric="acc", mode="max",
+                 scheduler={**SHA, "min_resource": 3}, num_trials=27, workers=9, seed=0,
+                 boot_s=lambda rng: 60.0, scaling=FollowPlan(rp.initial()), replanner=spy)
+    assert r.outcome.reason == "done"
+    first_stage = [v for v in seen if v.stage == 0]
+    # The first re-plans see 130 s per 3 steps; then, still in the first stage (first
+    # segments only), the fit has 10 s a step and the first step's 100 s extra apart (and,
+    # on the prior's 10 s, re-plans no more), rather than 43 s a step.
+    assert first_stage and first_stage[0].observed_s_per_step > 40
+    view = first_stage[-1]
+    assert view.observations < 27
+    assert view.observed_s_per_step == pytest.approx(10.0, rel=0.01)
+    assert view.observed_first_s == pytest.approx(100.0, rel=0.01)
+    assert not view.fresh_only

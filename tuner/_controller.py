@@ -109,6 +109,7 @@ class _Running:
     instance_id: str
     slots: int
     started_at: float | None = None
+    first_step_at: float | None = None  # a fresh segment's first step reported (its ts)
     renewed_at: float = 0.0            # the lease: when the worker last showed life
     beat: int | None = None            # the heartbeat count seen then
 
@@ -173,7 +174,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._paces = TrialPaces()         # per trial, for the re-planner
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._cut: set[str] = set()        # trials pruned from a stage while they trained
-        self._resumed_segments = 0         # of those, how many resumed a trial
+        self._resumed_segments = 0         # of those, how many resumed a trial (or were
+        #                                    split: steps after a first one)
         self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
         self._last_spend_write = -math.inf
@@ -541,6 +543,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 trial = self.trials[event.trial_id]
                 if value is not None:
                     trial.last_report[event.step] = value
+                if event.step == 1 and run.segment.start_step == 0 and run.first_step_at is None:
+                    run.first_step_at = event.ts
                 rows.append((event.trial_id, event.segment_id, event.step, value,
                              json.dumps(event.metrics), event.ts))
             elif isinstance(event, SegmentStarted):
@@ -560,7 +564,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                                              if s <= trial.step}
                         self.store.update_segment(event.segment_id, state="running",
                                                   started_at=event.ts)
-                        run.started_at = event.ts
+                        run.started_at, run.first_step_at = event.ts, None
                         continue
                     run.started_at = event.ts
                     self.latencies.append(event.ts - run.segment.submitted_at)
@@ -596,11 +600,20 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 self._unit_step_times.append(self._step_times[-1]
                                              * self.reallocation.speedup(max(1, seg.gpus)))
             self._step_total += self._step_times[-1]
-            self._segment_times.append((event.last_step - seg.start_step, duration,
-                                        seg.start_step == 0))
+            steps = event.last_step - seg.start_step
+            first = run.first_step_at
+            if seg.start_step == 0 and steps > 1 and first is not None and \
+                    started <= first <= event.ts:
+                # A first segment of several steps tells its first step (set-up, warm-up)
+                # from the steps after it, by the time its first step was reported.
+                self._segment_times += [(1, first - started, True),
+                                        (steps - 1, event.ts - first, False)]
+                self._resumed_segments += 1
+            else:
+                self._segment_times.append((steps, duration, seg.start_step == 0))
             self._paces.observe(trial.trial_id, steps=event.last_step - seg.start_step,
                                 seconds=duration, fresh=seg.start_step == 0)
-            self._resumed_segments += seg.start_step > 0
+            self._resumed_segments += seg.start_step > 0  # (and split first segments)
             rungs = getattr(self.scheduler, "rungs", None)
             if rungs and seg.stop_step in rungs:
                 k = rungs.index(seg.stop_step)

@@ -183,7 +183,7 @@ class PlanningMixin:
         if recheck:
             self._overdue_checked = now
         fit = fit_segment_times(self._segment_times)
-        late = self._overdue(now, fit[0]) if fit is not None else []
+        late = self._overdue(now, *fit) if fit is not None else []
         if late:
             # Segments still running past what the fit predicts: the first to end are a
             # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
@@ -226,9 +226,11 @@ class PlanningMixin:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
 
-    def _overdue(self, now: float, s_per_step: float) -> list[tuple[int, float, bool]]:
-        """Running segments that have taken longer than ``s_per_step`` predicts, as
-        (steps, seconds so far, fresh) for :func:`budgets.fit_segment_times`."""
+    def _overdue(self, now: float, s_per_step: float, first_s: float = 0.0
+                 ) -> list[tuple[int, float, bool]]:
+        """Running segments that have taken longer than ``s_per_step`` (and ``first_s`` more
+        for a trial's first segment) predicts, as (steps, seconds so far, fresh) for
+        :func:`budgets.fit_segment_times`."""
         out = []
         for run in self.running.values():
             seg = run.segment
@@ -236,8 +238,9 @@ class PlanningMixin:
             if run.started_at is None or steps <= 0:
                 continue
             elapsed = now - run.started_at
-            if elapsed > steps * s_per_step:
-                out.append((steps, elapsed, seg.start_step == 0))
+            fresh = seg.start_step == 0
+            if elapsed > steps * s_per_step + (first_s if fresh else 0.0):
+                out.append((steps, elapsed, fresh))
         return out
 
     def _member_paces(self, s_per_step: float | None) -> dict[str, tuple]:
