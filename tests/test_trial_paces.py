@@ -102,19 +102,25 @@ class SlowWinners(Synth):
         return 10.0 * (1.0 + 2.0 * (self.q[c] - 0.5)) * (b - a)
 
 
-def test_the_controller_ranks_the_stage_and_measures_each_trial():
+def _spied_sweep(curves, shape: JobShape):
+    """A 9-worker simulated SHA sweep of ``shape`` with a re-planner; every view it was shown."""
     seen: list[ReplanView] = []
-    rp = Replanner(JobShape(81, 1, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
-                   None, billing_minimum_s=60, max_workers=81)
+    rp = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
+                   billing_minimum_s=60, max_workers=shape.num_trials)
 
     def spy(view: ReplanView):
         seen.append(view)
         return rp(view)
 
-    curves = SlowWinners()
-    r = simulate(curves, metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=9,
-                 seed=0, boot_s=lambda rng: 60.0, scaling=FollowPlan(rp.initial()),
-                 replanner=spy)
+    r = simulate(curves, metric="acc", mode="max",
+                 scheduler={**SHA, "min_resource": shape.min_resource},
+                 num_trials=shape.num_trials, workers=9, seed=0, boot_s=lambda rng: 60.0,
+                 scaling=FollowPlan(rp.initial()), replanner=spy)
+    return r, seen
+
+
+def test_the_controller_ranks_the_stage_and_measures_each_trial():
+    r, seen = _spied_sweep(SlowWinners(), JobShape(81, 1, 27, 3))
     assert r.outcome.reason == "done"
     later = [v for v in seen if v.stage >= 1]
     assert later and all(len(v.paces) == len(v.pending) for v in later)
@@ -319,18 +325,8 @@ class DearFirstStep(Synth):
 
 
 def test_first_segments_of_several_steps_tell_the_first_steps_cost_from_the_rest():
-    seen: list[ReplanView] = []
-    # Rungs 3/9/27: every first segment trains 3 steps, 120 s in all.
-    rp = Replanner(JobShape(27, 3, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
-                   None, billing_minimum_s=60, max_workers=27)
-
-    def spy(view: ReplanView):
-        seen.append(view)
-        return rp(view)
-
-    r = simulate(DearFirstStep(n=27), metric="acc", mode="max",
-                 scheduler={**SHA, "min_resource": 3}, num_trials=27, workers=9, seed=0,
-                 boot_s=lambda rng: 60.0, scaling=FollowPlan(rp.initial()), replanner=spy)
+    # Rungs 3/9/27: every first segment trains 3 steps, 130 s in all.
+    r, seen = _spied_sweep(DearFirstStep(n=27), JobShape(27, 3, 27, 3))
     assert r.outcome.reason == "done"
     first_stage = [v for v in seen if v.stage == 0]
     # The first re-plans see 130 s per 3 steps; then, still in the first stage (first
