@@ -640,7 +640,8 @@ def trial_counts(reduction_factor: int, cap: int = 10_000) -> list[int]:
     out: set[int] = set()
     power = 1
     while power <= cap:
-        out.update(c * power for c in range(1, 2 * reduction_factor) if c * power <= cap)
+        # (bounded by the cap, not by eta: a huge eta must not cost 2 * eta steps)
+        out.update(c * power for c in range(1, min(2 * reduction_factor, cap // power + 1)))
         power *= reduction_factor
     return sorted(out)
 

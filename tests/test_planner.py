@@ -402,3 +402,10 @@ def test_infinite_deadline_is_written_as_null():
     doc = json.loads(json.dumps(plan.to_json(), allow_nan=False))
     assert doc["inputs"]["deadline_s"] is None
     assert math.isclose(doc["predicted_cost_usd"], 0.21)
+
+
+@pytest.mark.timeout(10)
+def test_trial_counts_are_bounded_by_the_cap_not_by_eta():
+    # A huge reduction factor (a fuzzed sweep found it) must not cost 2 * eta steps.
+    assert trial_counts(10**12, 100) == list(range(1, 101))
+    assert trial_counts(2, 20) == [1, 2, 3, 4, 6, 8, 12, 16]
