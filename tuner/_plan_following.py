@@ -1,9 +1,12 @@
 """The controller's part of planning: re-plan the rest of the sweep as timings arrive
 (at rung boundaries, and when the observed seconds per step drift from the plan's, running
-segments included), hand the re-planner each trial's pace, and pick the market of each new
-instance with the spot policy. The decisions are :class:`budgets.Replanner`'s and
-:class:`budgets.SpotPolicy`'s; this mixin gathers what they need from the controller (a
-:class:`tuner._controller.Controller` is the only class that mixes it in).
+segments included), hand the re-planner each trial's pace, tell the scaling policy when a
+synchronous stage's stragglers are expected to end, decide such a stage without them near the
+deadline (a sweep whose shape the planner chose), and pick the market of each new instance
+with the spot policy. The decisions are :class:`budgets.Replanner`'s,
+:class:`budgets.FollowPlan`'s and :class:`budgets.SpotPolicy`'s; this mixin gathers what they
+need from the controller (a :class:`tuner._controller.Controller` is the only class that mixes
+it in).
 """
 
 from __future__ import annotations

@@ -114,9 +114,11 @@ def tune(
     _make_dir(exp_dir)
     with ControllerLock(exp_dir):
         store = Store(exp_dir)
-        store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(), sweep.metric,
-                                sweep.mode, sweep.time_budget_s, sweep.cost_budget_usd)
-        store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
+        with store.atomic():
+            store.create_experiment(experiment_id, sweep.name, sweep.to_json_dict(),
+                                    sweep.metric, sweep.mode, sweep.time_budget_s,
+                                    sweep.cost_budget_usd)
+            store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
                         observer, insecure_broker=insecure_broker, chosen=chosen)
 
@@ -177,11 +179,12 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             # the resumed sweep may still shrink it to keep within the cost budget, unless
             # the user now sets it.
             chosen = store.meta(SHAPE_CHOSEN) == "1" and "num_trials" not in overrides
-            store.update_experiment(config=json.dumps(sweep.to_json_dict()),
-                                    time_budget_s=sweep.time_budget_s,
-                                    cost_budget_usd=sweep.cost_budget_usd, state="running",
-                                    finished_at=None)
-            store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
+            with store.atomic():
+                store.update_experiment(config=json.dumps(sweep.to_json_dict()),
+                                        time_budget_s=sweep.time_budget_s,
+                                        cost_budget_usd=sweep.cost_budget_usd,
+                                        state="running", finished_at=None)
+                store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         except BaseException:
             store.close()
             raise
