@@ -204,8 +204,12 @@ def test_every_chart_draws_the_stored_numbers(page, server, root, kind, tmp_path
 
     # per-worker timeline: every segment that ran, on its worker, from start to end
     bars = set()
+    held: dict[str, set[str]] = {}
     for trace in _traces(page, "chart-timeline"):
-        if trace["name"] in ("instance held", "instance preempted"):
+        if trace["name"].startswith("instance held"):
+            held[trace["name"]] = {y for y in trace["y"] if y is not None}
+            continue
+        if trace["name"] == "instance preempted":
             continue
         xs, ys = trace["x"], trace["y"]
         for k in range(0, len(xs), 3):
@@ -213,6 +217,17 @@ def test_every_chart_draws_the_stored_numbers(page, server, root, kind, tmp_path
     segs = [s for s in store.segments() if s["started_at"] is not None]
     assert bars == {(s["instance_id"], round(s["started_at"] - t0, 3),
                      round(s["finished_at"] - t0, 3)) for s in segs}
+    # ... and each instance held, by market once some ran on spot
+    # (an even sample of at most TIMELINE_WORKERS of them)
+    spot = {i["instance_id"] for i in store.instances() if i["spot"]}
+    everyone = {i["instance_id"] for i in store.instances()}
+    shown = set().union(*held.values())
+    assert shown <= everyone and (len(shown) == len(everyone) or len(shown) == 60)
+    if spot & shown:
+        assert held["instance held (spot)"] == spot & shown
+        assert held.get("instance held (on-demand)", set()) == shown - spot
+    else:
+        assert set(held) == {"instance held"}
 
     # the summary cards
     assert page.inner_text("#summary-best") == f"{doc['best']['value']:.4f}"

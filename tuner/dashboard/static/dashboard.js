@@ -248,13 +248,21 @@
     var id = "chart-timeline";
     var w = t.workers;
     if (!w.instance_id.length) { return noData(id, "no worker yet"); }
-    var up = { x: [], y: [] };
+    // Each instance's time held, by market when some ran on spot.
+    var anySpot = w.spot.some(function (v) { return v; });
+    var held = {};
     for (var i = 0; i < w.instance_id.length; i++) {
+      var market = !anySpot ? "instance held"
+        : (w.spot[i] ? "instance held (spot)" : "instance held (on-demand)");
+      var up = held[market] || (held[market] = { x: [], y: [] });
       up.x.push(w.launched_t[i], w.terminated_t[i], null);
       up.y.push(w.instance_id[i], w.instance_id[i], null);
     }
-    var traces = [{ type: "scatter", mode: "lines", name: "instance held", x: up.x, y: up.y,
-      line: { color: "#d0d7de", width: 3 }, hoverinfo: "skip" }];
+    var traces = Object.keys(held).sort().map(function (market) {
+      return { type: "scatter", mode: "lines", name: market, x: held[market].x,
+        y: held[market].y, hoverinfo: "skip",
+        line: { color: market === "instance held (spot)" ? "#f0c987" : "#d0d7de", width: 3 } };
+    });
     // Finished segments coloured by the rung they trained to; the others by their state.
     var groups = {};
     var s = t.segments;
