@@ -21,8 +21,8 @@ class ScaleView:
     queued: bool       # a job waits for a free slot
     stage: int         # highest rung index a segment has been started for
     elapsed_s: float | None = None  # seconds since the sweep started (None: use ``now``)
-    # While ``starved``: the earliest (in ``elapsed_s`` terms) new jobs may appear, e.g. when
-    # a synchronous stage's last running segment ends; None: not known.
+    # While ``starved``: when (in ``elapsed_s`` terms) new jobs are expected to appear, e.g.
+    # when a synchronous stage's last running segment is expected to end; None: not known.
     next_work_s: float | None = None
 
 
@@ -99,6 +99,11 @@ class FollowPlan:
         self.plan = plan
         self.boot_s = boot_s
 
+    def _boot(self) -> float:
+        """The boot latency the look-ahead counts: ``boot_s``, else the plan's."""
+        return float(self.boot_s if self.boot_s is not None
+                     else self.plan.inputs.get("boot_s") or 0.0)
+
     def target(self, view: ScaleView) -> int:
         planned = self.plan.workers_for_rung(view.stage)
         nxt = next((r for r in self.plan.rungs if r.rung == view.stage + 1), None)
@@ -106,20 +111,16 @@ class FollowPlan:
         # Past the plan's last stage nothing is to come: a worker whose trial has ended
         # there would wait, paid, for the slowest one to finish.
         upcoming = 0 if last else self.plan.workers_for_rung(view.stage + 1)
-        if nxt is not None and upcoming > planned:
-            boot = self.boot_s if self.boot_s is not None else self.plan.inputs.get("boot_s", 0)
-            elapsed = view.now if view.elapsed_s is None else view.elapsed_s
-            if elapsed >= nxt.start_s - boot:
-                planned = upcoming
+        elapsed = view.now if view.elapsed_s is None else view.elapsed_s
+        if nxt is not None and upcoming > planned and elapsed >= nxt.start_s - self._boot():
+            planned = upcoming
         if view.starved and not view.queued:
             # Keep what the next stage will need; let the rest go while stragglers finish.
             hold = max(view.busy, upcoming)
             if view.next_work_s is not None and hold > view.busy:
                 # ... unless the next stage's work is far off: then an idle worker costs more
                 # than booting one again, RELAUNCH_LEAD boot latencies before that work.
-                boot = self.boot_s if self.boot_s is not None else \
-                    float(self.plan.inputs.get("boot_s") or 0.0)
-                elapsed = view.now if view.elapsed_s is None else view.elapsed_s
+                boot = self._boot()
                 wait = view.next_work_s - elapsed
                 if boot > 0 and wait > (RELAUNCH_LEAD + RELEASE_MARGIN) * boot:
                     hold = view.busy

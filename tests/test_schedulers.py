@@ -507,3 +507,16 @@ def test_sha_decides_a_stage_without_its_stragglers_only_when_enough_have_reache
     assert sha.stragglers() == [] and sha.decide_stage() == []   # the last stage runs out
     sha.on_rung("t7", 9, 0.9)
     assert sha.is_finished()
+
+
+def test_sha_decides_no_stage_while_one_of_its_jobs_is_still_to_start():
+    sha = SuccessiveHalving(1, 9, 3)
+    for i, job in enumerate([sha.next_job(f"t{i}") for i in range(9)]):
+        sha.on_rung(job.trial_id, 1, float(i))
+    first, second = sha.next_job("x"), sha.next_job("x")    # t6 is promoted, not started
+    sha.on_rung(second.trial_id, 3, 0.5)
+    assert sha.stragglers() == [] and sha.decide_stage() == []
+    assert sha.status(first.trial_id) is TrialStatus.RUNNING
+    third = sha.next_job("x")
+    assert third.trial_id == "t6"
+    assert sha.stragglers() == [first.trial_id, "t6"]       # now it can be decided

@@ -238,8 +238,8 @@ class PlanningMixin:
         for run in self.running.values():
             seg = run.segment
             steps = seg.stop_step - seg.start_step
-            if run.started_at is None or steps <= 0:
-                continue
+            if run.started_at is None or steps <= 0 or seg.trial_id in self._cut:
+                continue  # (a straggler cut from its stage is no measure of the rest)
             elapsed = now - run.started_at
             fresh = seg.start_step == 0
             if elapsed > steps * s_per_step + (first_s if fresh else 0.0):

@@ -92,8 +92,10 @@ class SuccessiveHalving(_RungScheduler):
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
         training in it, when at least enough others have reached its rung to fill the next
-        stage (and no new trial is to come); else none."""
-        if self._stage >= len(self.rungs) - 1 or not self._all_started() or self._lost:
+        stage, and every job of the stage has been handed out (no new trial, lost segment or
+        promotion is still to start); else none."""
+        if (self._stage >= len(self.rungs) - 1 or not self._all_started() or self._lost
+                or self._ready):
             return []
         rung = self.rungs[self._stage]
         members = [self._trials[t] for t in self._members]
