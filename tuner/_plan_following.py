@@ -17,6 +17,7 @@ from typing import Any
 
 from budgets import FollowPlan, Plan, ReplanView, fit_segment_times
 from records import InstanceState
+from tuner.schedulers import SuccessiveHalving
 
 log = logging.getLogger("tuner._controller")
 
@@ -116,8 +117,6 @@ class PlanningMixin:
         for is expected to end (seconds since the sweep started; now, for one running past
         that), and the fitted seconds per step. None when that is not the case or not
         known."""
-        from tuner.schedulers import SuccessiveHalving
-
         if (not isinstance(self.scaling, FollowPlan) or not self._starved or self._queued
                 or type(self.scheduler) is not SuccessiveHalving or not self.running):
             return None
