@@ -34,7 +34,7 @@ from budgets._profile import Profile
 from budgets._scaling import ReplanView
 
 FIRST_STAGE_BOOT_QUANTILE = 0.9
-DEFAULT_MARGIN = 0.05  # of the time left, kept free by each plan
+DEFAULT_MARGIN = 0.10  # of the time left, kept free by each plan
 MAX_LATE = 1.5   # a stage that ran later than this many times its plan counts as this
 
 

@@ -101,8 +101,8 @@ def test_the_first_stage_is_planned_with_a_late_boot():
 
 
 def _sweep(replan: bool, deadline: float = 900.0):
-    # The planner's profile says 5 s a step; Synth's steps take 10 s.
-    rp = Replanner(JobShape(81, 1, 27, 3), Profile(5.0, boot=BootLatency.fixed(60)), SIM_GPU,
+    # The planner's profile says 4 s a step; Synth's steps take 10 s.
+    rp = Replanner(JobShape(81, 1, 27, 3), Profile(4.0, boot=BootLatency.fixed(60)), SIM_GPU,
                    deadline, billing_minimum_s=60, max_workers=81)
     plan = rp.initial()
     return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
@@ -117,7 +117,7 @@ def test_replanning_meets_a_deadline_an_optimistic_plan_misses():
     assert online.outcome.reason == "done" and online.wall_s <= 900.0
     plans = online.store.plans()
     assert len(plans) > 1 and len(once.store.plans()) == 1     # the initial plan is stored too
-    assert plans[0]["inputs"]["s_per_step"] == 5.0
+    assert plans[0]["inputs"]["s_per_step"] == 4.0
     assert any(p["inputs"]["s_per_step"] > 7.5 for p in plans[1:])   # learned ~10 s a step
     # Re-plans keep the rung indices of the job and count time from the sweep's start.
     assert plans[-1]["rungs"][-1]["rung"] == 3 and plans[-1]["inputs"]["elapsed_s"] > 0
@@ -336,7 +336,7 @@ def test_plan_remaining_is_the_cheapest_feasible_of_all_worker_choices():
 def test_replanner_keeps_the_deadline_when_the_margin_cannot_be_kept():
     # 100 s left (deadline 200 s), 2 live workers: they run stage 1 (3 trials x 20 s) in two
     # waves, then stage 2 (60 s): 100 s, 140 instance-seconds, just in time. A third worker
-    # (16 s boot) makes it 96 s but dearer (168). Neither keeps the 5 % margin (95 s); the
+    # (16 s boot) makes it 96 s but dearer (168). Neither keeps the 10 % margin (90 s); the
     # plan is then the cheapest that ends by the deadline, not the fastest.
     shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(16))
     kw = dict(from_stage=1, elapsed_s=100.0, live_workers=2, billing_minimum_s=0)

@@ -173,7 +173,7 @@ def test_the_replanner_shrinks_no_lower_than_the_trials_started():
     view = ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=4, observed_s_per_step=10.0,
                       observations=4, spent_usd=0.1, started=30)
     plan = rp(view)
-    # 0.1 USD left, less the margin, buys 342 GPU-seconds; even the 30 trials already started
+    # 0.1 USD left, less the margin, buys 324 GPU-seconds; even the 30 trials already started
     # need 86 steps (860 s): nothing fits, and the shape stays (the ledger keeps the budget).
     assert plan.num_trials == 81 and rp.shape.num_trials == 81
     generous = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
@@ -181,10 +181,10 @@ def test_the_replanner_shrinks_no_lower_than_the_trials_started():
     p = generous(ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=4,
                             observed_s_per_step=10.0, observations=4, spent_usd=0.5,
                             started=30))
-    # 0.5 USD left, less the 5 % margin: 1710 GPU-seconds; 81 trials need 2430 s. The most
+    # 0.5 USD left, less the 10 % margin: 1620 GPU-seconds; 81 trials need 2430 s. The most
     # that fit, of the counts c * 3**k and the 30 started: 54 (1620 s).
     assert p.num_trials == 54 and generous.shape.num_trials == 54
-    assert p.predicted_cost_usd <= 0.5 * 0.95
+    assert p.predicted_cost_usd <= 0.5 * 0.90 + 1e-9
     with pytest.raises(ValueError, match="cost_budget_usd"):
         Replanner(shape, Profile(10.0), SIM_GPU, None, cost_budget_usd=0)
 
