@@ -479,7 +479,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
                    billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
                    max_workers: int | None = None, straggler: float = 0.0,
                    gpu_options: Iterable[int] | None = None,
-                   paces: Sequence[tuple[float, float]] | None = None) -> Plan:
+                   paces: Sequence[tuple[float, float]] | None = None,
+                   stage_sizes: Sequence[int] | None = None) -> Plan:
     """Re-plan a sweep under way: :func:`plan_cost_min` for stages ``from_stage..`` of
     ``shape`` only, ``elapsed_s`` seconds after the sweep started, with ``live_workers``
     instances already up and ``done_in_stage`` of stage ``from_stage``'s trials already
@@ -517,6 +518,13 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
         raise ValueError(f"done_in_stage is {done_in_stage!r}, but must be an int >= 0")
     full = _job(shape, profile, instance, gpus_per_trial, gpu_options, straggler, boot_s,
                 billing_minimum_s, max_workers)
+    if stage_sizes is not None:
+        given = list(stage_sizes)
+        if len(given) != stages or any(not isinstance(m, int) or isinstance(m, bool) or m < 1
+                                       for m in given):
+            raise ValueError(f"stage_sizes is {given!r}, but must be {stages} ints >= 1, one "
+                             "per stage")
+        full = replace(full, sizes=given, _durations={})
     sizes = full.sizes[from_stage:]
     sizes = [max(1, sizes[0] - done_in_stage), *sizes[1:]]
     planned = list(paces or ())[:len(sizes)]

@@ -71,11 +71,28 @@ class Replanner:
     deadline itself is taken before the fastest (dearest) one.
 
     With a ``cost_budget_usd`` (the sweep whose number of trials the planner chose, SEER's
-    problem) a re-plan in the first stage whose plan no longer fits the deadline, or whose
-    predicted cost passes the budget left (less the margin), shrinks the job: the most trials,
-    no fewer than ``view.started``, whose plan fits both; the plan carries that
-    ``num_trials``, and the controller closes admission there. Later stages have their trials
-    and are planned as they are (the ledger keeps spend within the budget).
+    problem), a re-plan whose plan no longer fits the deadline, or whose predicted cost passes
+    the budget left (less the margin), cuts the job:
+
+    * in the first stage, while admission is open: the most trials, no fewer than
+      ``view.started``, whose plan fits both; the plan carries that ``num_trials``, and the
+      controller closes admission there. A trial's first steps are often its dearest (a
+      first epoch that warms caches; YAHPO's LCBench epochs 1-3 take about 3x a later one),
+      and nothing but first segments has been seen yet: so this is judged with the seconds
+      per step at the geometric middle of the prior's and the fitted ones (the segments seen
+      keep their cost), and the plan followed keeps the fitted rate. Admission cannot be
+      reopened, so a pessimistic judgement here loses trials for good, and the cut below
+      undoes an optimistic one;
+    * from then on, when the rest costs more than the budget left: fewer promotions. The plan
+      promotes the most trials into the next stage (``1/eta`` of those into each later one)
+      whose predicted cost fits, at least one; the controller limits the scheduler's stages
+      to the plan's (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`). A sweep the
+      ledger stops before its last rung has only half-trained results; one that promotes
+      fewer ends its best trials. Lateness alone cuts nothing here (HyperSched's admission
+      control at the deadline is the controller's).
+
+    Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, or a
+    resumed sweep's, is planned as it stands.
 
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
     :func:`plan_remaining`.
@@ -163,42 +180,116 @@ class Replanner:
             # it ran on; the extra is not assumed to shrink with more of them).
             profile.first_segment_s = float(view.observed_first_s)
         stage = min(view.stage, len(self.shape.rungs()) - 1)
+        sizes = self._sizes(view)
         paces = None
         if stage == view.stage and view.paces and len(view.pending) == len(view.paces):
-            paces = stage_paces(view.paces, view.pending, self.shape.stage_sizes()[stage:])
+            paces = stage_paces(view.paces, view.pending, sizes[stage:])
         done = max(0, view.stage_done) if stage == view.stage else 0
-        plan = self._plan(profile, stage=stage, elapsed_s=view.elapsed_s, live=view.live,
-                          done=done, paces=paces)
-        if self.cost_budget_usd is None or view.stage != 0 or self._fits(plan, view):
+        at = dict(stage=stage, elapsed_s=view.elapsed_s, live=view.live, done=done)
+        plan = self._plan(profile, paces=paces, sizes=sizes, **at)
+        if self.cost_budget_usd is None:
             return plan
-        # SEER's problem online: the shape no longer fits both budgets with what has been
-        # observed, and admission is still open. The most trials, no fewer than those
-        # already started, whose plan does; the controller closes admission at that count.
-        shape = self.shape
-        counts = [n for n in trial_counts(shape.reduction_factor, shape.num_trials - 1)
-                  if n >= max(1, view.started)]
-        if view.started < shape.num_trials and view.started not in counts:
-            counts.append(max(1, view.started))
-        for n in sorted(set(counts), reverse=True):
-            smaller = replace(shape, num_trials=n)
-            candidate = self._plan(profile, stage=0, elapsed_s=view.elapsed_s, live=view.live,
-                                   done=min(done, n - 1), paces=None, shape=smaller)
-            if self._fits(candidate, view):
-                self.shape = smaller
-                return candidate
-        return plan
+        # SEER's problem online. In the first stage, the steps to come are not those seen (a
+        # trial's first epochs are often its dearest), so whether the rest fits the budget is
+        # judged between the prior and what was seen; the plan followed keeps what was seen
+        # (the deadline). Later stages have seen resumed segments and are judged on them; the
+        # ledger keeps spend within the budget whatever the judgement.
+        judge = self._hedged(profile, gpus) if view.stage == 0 else profile
+        judged = plan if judge is profile else self._plan(judge, paces=paces, sizes=sizes, **at)
+        if self._fits(judged, view):
+            return plan
+        if view.stage == 0 and view.started < self.shape.num_trials:
+            # Admission is still open: the most trials, no fewer than those already started,
+            # whose plan fits; the controller closes admission at that count.
+            shape = self.shape
+            counts = [n for n in trial_counts(shape.reduction_factor, shape.num_trials - 1)
+                      if n >= max(1, view.started)]
+            if view.started not in counts:
+                counts.append(max(1, view.started))
+            for n in sorted(set(counts), reverse=True):
+                smaller = replace(shape, num_trials=n)
+                fewer = self._sizes(view, smaller)
+                at_n = {**at, "done": min(done, n - 1)}
+                judged = self._plan(judge, sizes=fewer, shape=smaller, **at_n)
+                if self._fits(judged, view):
+                    self.shape = smaller
+                    return self._plan(profile, sizes=fewer, shape=smaller, **at_n)
+            if self._affordable(judged, view):
+                return plan   # late, not dear: the deadline's to keep, not the budget's
+            # Even the trials already started cost more than is left: they are all there
+            # will be, and they promote fewer.
+            self.shape, sizes, at = smaller, fewer, at_n
+            plan, paces = self._plan(profile, sizes=sizes, **at), None
+        elif self._affordable(judged, view):
+            return plan   # late, not dear: fewer promotions would not buy back the time
+        return self._promote_fewer(view, profile, judge, sizes, paces, at) or plan
+
+    def _promote_fewer(self, view: ReplanView, profile: Profile, judge: Profile,
+                       sizes: list[int], paces: list[tuple[float, float]] | None,
+                       at: dict[str, Any]) -> Plan | None:
+        """The trials of the current stage are under way, and the rest costs more than the
+        budget left: the plan that promotes the most trials into the next stage (``1/eta`` of
+        those into each later one) and costs no more, judged as in :meth:`_replan`; with none, the
+        one that promotes a single trial (the best of the stage, trained to the last rung,
+        is what a sweep is for). None when there is no later stage to cut."""
+        stage = at["stage"]
+        if stage + 1 >= len(sizes):
+            return None
+        eta = self.shape.reduction_factor
+
+        def cut(p: int) -> list[int]:
+            return [*sizes[:stage + 1],
+                    *(max(1, p // eta ** j) for j in range(len(sizes) - stage - 1))]
+
+        pick = 1
+        lo, hi = 1, sizes[stage + 1] - 1    # promoting p fits for p <= lo? (bisection)
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self._affordable(self._plan(judge, paces=paces, sizes=cut(mid), **at), view):
+                pick, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if pick >= sizes[stage + 1]:
+            return None
+        return self._plan(profile, paces=paces, sizes=cut(pick), **at)
+
+    def _sizes(self, view: ReplanView, shape: JobShape | None = None) -> list[int]:
+        """Trials per stage: the shape's, no more than the scheduler's (``view``)."""
+        own = (shape or self.shape).stage_sizes()
+        if len(view.stage_sizes) != len(own):
+            return own
+        return [max(1, min(a, int(b))) for a, b in zip(own, view.stage_sizes, strict=True)]
+
+    def _hedged(self, profile: Profile, gpus: int) -> Profile:
+        """``profile`` with its seconds per step at the geometric middle of the prior's and
+        what it has learned (segments seen keep their cost: their extra goes to the first
+        segment); ``profile`` itself when the two agree."""
+        seen, prior = profile.seconds_per_step(gpus), self.profile.seconds_per_step(gpus)
+        if abs(seen / prior - 1.0) < 1e-9:
+            return profile
+        middle = math.sqrt(seen * prior)
+        steps = self.shape.stage_steps()[0]
+        first = max(0.0, profile.first_segment_s + steps * (seen - middle))
+        return replace(self.profile, prior_s_per_step=middle * profile.speedup(gpus),
+                       first_segment_s=first)
 
     def _fits(self, plan: Plan, view: ReplanView) -> bool:
         """Feasible, and its predicted cost within the budget left, less the margin."""
+        return plan.feasible and self._affordable(plan, view)
+
+    def _affordable(self, plan: Plan, view: ReplanView) -> bool:
+        """Its predicted cost within the budget left, less the margin."""
         assert self.cost_budget_usd is not None
         left = (self.cost_budget_usd - view.spent_usd) * (1.0 - self.margin)
-        return plan.feasible and plan.predicted_cost_usd <= left
+        return plan.predicted_cost_usd <= left
 
     def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int,
               done: int = 0, paces: list[tuple[float, float]] | None = None,
-              shape: JobShape | None = None) -> Plan:
+              shape: JobShape | None = None, sizes: list[int] | None = None) -> Plan:
         shape = self.shape if shape is None else shape
         kwargs = dict(self.kwargs)
+        if sizes is not None:
+            kwargs["stage_sizes"] = sizes
         if paces is not None:
             kwargs["paces"] = paces
         if self._late > 1.0:

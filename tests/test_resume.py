@@ -96,6 +96,28 @@ def test_a_stage_decided_early_is_journaled_and_replayed(tmp_path):
         replay(ASHA(1, 9, 3, "max", 9), [{"kind": "decide", "trial_id": "*"}])
 
 
+def test_a_stage_limited_by_a_replan_is_journaled_and_replayed(tmp_path):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+    original = SuccessiveHalving(1, 9, 3, "max", 9)
+    for i in range(9):
+        job = original.next_job(f"t{i}")
+        store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket, flag=job.new)
+    store.journal_add("promote", "*", 1, bracket=1)  # as the controller writes it
+    original.limit_stage(1, 1)
+    for i in range(9):
+        store.journal_add("rung", f"t{i}", 1, i / 10)
+        original.on_rung(f"t{i}", 1, i / 10)
+    rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
+    replay(rebuilt, store.journal())
+    assert rebuilt.sizes == original.sizes == [9, 1, 1]
+    assert rebuilt.next_job("y") == original.next_job("y")
+    assert rebuilt.next_job("y") is None
+    with pytest.raises(RestoreError, match="cannot limit"):
+        replay(ASHA(1, 9, 3, "max", 9), [{"kind": "promote", "trial_id": "*", "step": 1,
+                                          "bracket": 1}])
+
+
 def test_a_journal_from_another_scheduler_is_refused(tmp_path):
     store = Store(tmp_path)
     store.create_experiment("e", "e", {}, "m", "max", None, None)

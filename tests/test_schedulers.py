@@ -489,6 +489,33 @@ def test_closed_sha_decides_the_stage_with_the_trials_it_has():
     assert sha.next_job("x") is None
 
 
+def test_sha_promotes_no_more_than_a_stage_is_limited_to():
+    sha = SuccessiveHalving(1, 27, 3)                 # rungs 1/3/9/27, sizes 27/9/3/1
+    jobs = [sha.next_job(f"t{i}") for i in range(27)]
+    sha.limit_stage(1, 4)
+    assert sha.sizes == [27, 4, 1, 1]
+    for i, job in enumerate(jobs):
+        sha.on_rung(job.trial_id, 1, float(i))
+    # The best four, best first; the other 23 are pruned.
+    assert [sha.next_job("x").trial_id for _ in range(4)] == ["t26", "t25", "t24", "t23"]
+    assert sha.next_job("x") is None
+    assert sum(sha.status(f"t{i}") is TrialStatus.PRUNED for i in range(27)) == 23
+    sha.limit_stage(2, 3)                             # never more than it had
+    assert sha.sizes == [27, 4, 1, 1]
+    for bad in (1, 4, True, "2"):                     # decided, past the end, not an int
+        with pytest.raises(ValueError, match="stage"):
+            sha.limit_stage(bad, 1)
+    with pytest.raises(ValueError, match="trials"):
+        sha.limit_stage(2, 0)
+    # Closing admission later keeps a limit: it sizes stages from the trials, never up.
+    other = SuccessiveHalving(1, 9, 3, "max", 27)
+    for i in range(12):
+        other.next_job(f"t{i}")
+    other.limit_stage(1, 2)
+    other.close_admission()
+    assert other.sizes == [12, 2, 1]
+
+
 def test_sha_decides_a_stage_without_its_stragglers_only_when_enough_have_reached_it():
     sha = SuccessiveHalving(1, 9, 3)                  # rungs 1/3/9, sizes 9/3/1
     jobs = [sha.next_job(f"t{i}") for i in range(9)]

@@ -136,9 +136,14 @@ def test_the_controller_ranks_the_stage_and_measures_each_trial():
     assert slowest > 1.1 and mean <= slowest
 
 
-def _budget_sweep(replanner: bool, budget: float = 0.6):
+BUDGET = 0.45
+
+
+def _budget_sweep(replanner: bool, budget: float = BUDGET):
     # The planner believes 5 s a step; Synth's steps take 10 s. 81 trials would cost more
-    # than the budget; the re-planner, once it sees the real pace, admits fewer.
+    # than the budget; the re-planner, once it sees the real pace, admits fewer. (It judges
+    # admission at the geometric middle of 5 and 10 s: 81 trials then need 243 steps at
+    # 7.07 s, $0.477, more than the budget less the margin.)
     shape = JobShape(81, 1, 27, 3)
     rp = Replanner(shape, Profile(5.0, boot=BootLatency.fixed(60)), SIM_GPU, 3000.0,
                    cost_budget_usd=budget, billing_minimum_s=60)
@@ -153,17 +158,21 @@ def test_a_sweep_that_no_longer_fits_its_budget_admits_fewer_trials():
     blind, _ = _budget_sweep(False)
     online, rp = _budget_sweep(True)
     # 81 trials at 10 s a step are 243 steps, 2430 GPU-seconds: $0.675 at $1/h, more than
-    # the $0.6 budget before any boot is paid.
+    # the $0.45 budget before any boot is paid.
     assert blind.outcome.reason == "budget"
     assert online.outcome.reason == "done" and online.budget_respected
-    assert online.spend_usd <= 0.6
+    assert online.spend_usd <= BUDGET
     started = len(online.trials)
     assert started < 81 and rp.shape.num_trials == started
-    assert [e["kind"] for e in online.store.journal()].count("close") == 1
-    assert math.isfinite(online.best_value)
-    # Every started trial took its part: the stages were sized from the trials admitted.
+    journal = online.store.journal()
+    assert [e["kind"] for e in journal].count("close") == 1
+    assert math.isfinite(online.best_value) and online.best_value > blind.best_value
+    # The stages were sized from the trials admitted, and the last ones cut further when the
+    # real pace of the resumed segments showed the budget short: one trial reached the top.
+    promoted = {e["bracket"]: e["step"] for e in journal if e["kind"] == "promote"}
+    assert promoted and max(promoted) == 2 and promoted[2] < started // 9
     finals = [s for s in online.store.segments() if s["stop_step"] == 27]
-    assert len(finals) == max(1, started // 27)
+    assert len(finals) == max(1, promoted[2] // 3) == 1
 
 
 def test_the_replanner_shrinks_no_lower_than_the_trials_started():
@@ -174,8 +183,10 @@ def test_the_replanner_shrinks_no_lower_than_the_trials_started():
                       observations=4, spent_usd=0.1, started=30)
     plan = rp(view)
     # 0.1 USD left, less the margin, buys 324 GPU-seconds; even the 30 trials already started
-    # need 86 steps (860 s): nothing fits, and the shape stays (the ledger keeps the budget).
-    assert plan.num_trials == 81 and rp.shape.num_trials == 81
+    # need 86 steps (860 s): nothing fits. Admission closes at the 30, and they promote as
+    # few as can be: the best one, to the top.
+    assert plan.num_trials == 30 and rp.shape.num_trials == 30
+    assert [r.trials for r in plan.rungs] == [30, 1, 1, 1]
     generous = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
                          cost_budget_usd=1.0, billing_minimum_s=0)
     p = generous(ReplanView(now=0.0, elapsed_s=100.0, stage=0, live=4,
@@ -187,6 +198,50 @@ def test_the_replanner_shrinks_no_lower_than_the_trials_started():
     assert p.predicted_cost_usd <= 0.5 * 0.90 + 1e-9
     with pytest.raises(ValueError, match="cost_budget_usd"):
         Replanner(shape, Profile(10.0), SIM_GPU, None, cost_budget_usd=0)
+
+
+def test_admission_is_judged_between_the_prior_and_the_first_segments_seen():
+    # The prior says 5 s a step; the first segments took 10 s. Judged at the geometric
+    # middle (7.07 s) for the steps to come, the 81 trials need 81 x 10 s + 162 x 7.07 s =
+    # 1955.5 GPU-seconds, within 0.9 x $2.5; at 10 s they would need 2430 s and be cut.
+    shape = JobShape(81, 1, 27, 3)
+    profile = Profile(5.0, prior_weight=0, boot=BootLatency.fixed(0))
+    view = ReplanView(now=0.0, elapsed_s=10.0, stage=0, live=9, observed_s_per_step=10.0,
+                      observations=9, spent_usd=0.0, started=9, stage_sizes=(81, 27, 9, 3))
+    rp = Replanner(shape, profile, GPU, None, cost_budget_usd=2.5, billing_minimum_s=0)
+    plan = rp(view)
+    assert plan.num_trials == 81 and rp.shape.num_trials == 81
+    # The plan followed is the one on what was seen.
+    assert plan.predicted_cost_usd == pytest.approx(2.43)
+    tight = Replanner(shape, profile, GPU, None, cost_budget_usd=1.6, billing_minimum_s=0)
+    # 0.9 x $1.6 buys 1440 s: 54 trials need 540 + 108 x 7.07 = 1304 s (at 10 s: 1620 s,
+    # and 45 would be admitted).
+    assert tight(view).num_trials == 54
+
+
+def test_a_later_stage_short_of_budget_promotes_fewer_trials():
+    # Rungs 1/3/9, 27 trials, 10 s a step, no deadline, nothing booted or billed beyond the
+    # work: stage 1 (9 trials x 2 steps) and stage 2 (3 x 6) need 180 + 180 GPU-seconds.
+    shape = JobShape(27, 1, 9, 3)
+    profile = Profile(10.0, boot=BootLatency.fixed(0))
+
+    def replan(spent: float) -> list[int]:
+        rp = Replanner(shape, profile, GPU, None, cost_budget_usd=1.0, billing_minimum_s=0)
+        plan = rp(ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1,
+                             observed_s_per_step=10.0, observations=27, spent_usd=spent,
+                             started=27, stage_sizes=(27, 9, 3)))
+        assert plan.num_trials == 27 and rp.shape.num_trials == 27
+        return [r.trials for r in plan.rungs]
+
+    assert replan(0.6) == [9, 3]        # $0.4 left less the margin: $0.36, all of it fits
+    assert replan(0.65) == [9, 2]       # $0.315: 180 s + 2 x 60 s
+    assert replan(0.8) == [9, 1]        # $0.18: none fits; the best one still goes on
+    # A stage already cut is planned as the scheduler runs it.
+    rp = Replanner(shape, profile, GPU, None, cost_budget_usd=1.0, billing_minimum_s=0)
+    plan = rp(ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1, observed_s_per_step=10.0,
+                         observations=27, spent_usd=0.0, started=27, stage_sizes=(27, 9, 1)))
+    assert [r.trials for r in plan.rungs] == [9, 1]
+    assert plan.predicted_cost_usd == pytest.approx(0.24)
 
 
 def test_first_segments_alone_scale_the_prior_rate_and_first_cost_together():
@@ -298,9 +353,9 @@ def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
     provider = SimProvider(clock)
     curves = Synth()
     fresh = Replanner(JobShape(81, 1, 27, 3), Profile(5.0, boot=BootLatency.fixed(60)),
-                      SIM_GPU, 3000.0, cost_budget_usd=0.6, billing_minimum_s=60)
+                      SIM_GPU, 3000.0, cost_budget_usd=BUDGET, billing_minimum_s=60)
     spec = RunSpec(experiment_id="sim", trainable="simulated", metric="acc", mode="max",
-                   workers=1, gpus_per_trial=1, time_budget_s=3000.0, cost_budget_usd=0.6,
+                   workers=1, gpus_per_trial=1, time_budget_s=3000.0, cost_budget_usd=BUDGET,
                    checkpoint_root="/nonexistent", instance_type="sim-gpu")
     space = {"config": IntDistribution(0, len(curves.config_ids()) - 1)}
     controller = Controller(
@@ -308,7 +363,7 @@ def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
         sampler=Sampler(space, PermutationSampler(0), "max", 0),
         executor=SimExecutor(clock, provider, curves, metric="acc",
                              config_ids=curves.config_ids()),
-        provider=provider, ledger=Ledger(0.6, 60.0), store=online.store, clock=clock,
+        provider=provider, ledger=Ledger(BUDGET, 60.0), store=online.store, clock=clock,
         settings=SIM_SETTINGS, replanner=fresh)
     assert controller.restore() == len(online.trials)
     assert controller._admit_limit == limits[-1]

@@ -2,7 +2,7 @@
 
 The controller writes every call that changes its scheduler's state to the store (a job it
 committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
-early) in order.
+early, a stage's promotions limited) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -49,6 +49,12 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                    "decide a stage early")
             decide()
+        elif kind == "promote":
+            limit = getattr(scheduler, "limit_stage", None)
+            if limit is None:
+                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                                   "limit a stage's promotions")
+            limit(int(e["bracket"]), int(e["step"]))
         elif kind == "limit":
             pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:

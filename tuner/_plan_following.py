@@ -214,9 +214,11 @@ class PlanningMixin:
             observed_first_s=fit[1] if fit is not None else None,
             stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
             fresh_only=bool(self._segment_times) and not self._resumed_segments,
+            stage_sizes=tuple(getattr(self.scheduler, "sizes", ())),
             **self._member_paces(mean)))
         if new is None:
             return
+        self._limit_promotions(new)
         if (isinstance(plan, Plan) and new.num_trials < plan.num_trials
                 and not self._admission_closed):
             # The re-planner shrank the job (a budget it no longer fits): admit no more.
@@ -227,6 +229,20 @@ class PlanningMixin:
         else:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
+
+    def _limit_promotions(self, plan: Plan) -> None:
+        """Promote no more trials into a stage not decided yet than ``plan`` runs in it (a
+        re-plan that cut promotions to stay within the cost budget), journaled so a resumed
+        sweep keeps the cut."""
+        limit = getattr(self.scheduler, "limit_stage", None)
+        sizes = getattr(self.scheduler, "sizes", None)
+        if not callable(limit) or sizes is None:
+            return
+        stage = int(getattr(self.scheduler, "stage", 0))
+        for rung in plan.rungs:
+            if stage < rung.rung < len(sizes) and rung.trials < sizes[rung.rung]:
+                limit(rung.rung, rung.trials)
+                self.store.journal_add("promote", "*", rung.trials, bracket=rung.rung)
 
     def _overdue(self, now: float, s_per_step: float, first_s: float = 0.0
                  ) -> list[tuple[int, float, bool]]:

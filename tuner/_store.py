@@ -253,8 +253,9 @@ class Store:
                     value: float | None = None, bracket: int | None = None,
                     flag: bool = False) -> None:
         """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
-        ``lost``, ``close``: admission closed), in order: a resumed sweep replays them into a
-        fresh scheduler; and ``limit`` (``step``: the most trials a re-plan admits)."""
+        ``lost``, ``close``: admission closed, ``decide``, ``promote``: at most ``step`` trials
+        promoted into stage ``bracket``), in order: a resumed sweep replays them into a fresh
+        scheduler; and ``limit`` (``step``: the most trials a re-plan admits)."""
         with self._tx():
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))

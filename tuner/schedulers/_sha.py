@@ -86,8 +86,30 @@ class SuccessiveHalving(_RungScheduler):
         later stages are sized from them."""
         super().close_admission()
         if self._stage == 0 and len(self._trials) < self.num_trials:
-            self.sizes = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
+            fewer = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
+            self.sizes = [min(a, b) for a, b in zip(self.sizes, fewer, strict=True)]
             self._settle()
+
+    def limit_stage(self, stage: int, trials: int) -> None:
+        """Promote at most ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage
+        into the next from there on: a sweep short of budget ends a smaller top of the ladder
+        rather than being stopped before its last rung (the best are still the ones promoted).
+        Only a stage not decided yet can be limited; a stage never gets more trials than it had.
+
+        >>> sha = SuccessiveHalving(min_resource=1, max_resource=27, reduction_factor=3)
+        >>> sha.limit_stage(2, 2)
+        >>> sha.sizes
+        [27, 9, 2, 1]
+        """
+        if isinstance(stage, bool) or not isinstance(stage, int) \
+                or not self._stage < stage < len(self.rungs):
+            raise ValueError(f"stage is {stage!r}, but must be a stage not decided yet, an int "
+                             f"in ({self._stage}, {len(self.rungs)})")
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
+        for k in range(stage, len(self.rungs)):
+            cap = max(1, trials // self.reduction_factor ** (k - stage))
+            self.sizes[k] = min(self.sizes[k], cap)
 
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
