@@ -80,16 +80,19 @@ class Replanner:
       first epoch that warms caches; YAHPO's LCBench epochs 1-3 take about 3x a later one),
       and nothing but first segments has been seen yet: so this is judged with the seconds
       per step at the geometric middle of the prior's and the fitted ones (the segments seen
-      keep their cost), and the plan followed keeps the fitted rate. Admission cannot be
-      reopened, so a pessimistic judgement here loses trials for good, and the cut below
-      undoes an optimistic one;
-    * from then on, when the rest costs more than the budget left: fewer promotions. The plan
-      promotes the most trials into the next stage (``1/eta`` of those into each later one)
-      whose predicted cost fits, at least one; the controller limits the scheduler's stages
-      to the plan's (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`). A sweep the
-      ledger stops before its last rung has only half-trained results; one that promotes
-      fewer ends its best trials. Lateness alone cuts nothing here (HyperSched's admission
-      control at the deadline is the controller's).
+      keep their cost), and the plan followed keeps the fitted rate. Once admission closes
+      it cannot reopen, so a pessimistic judgement here loses trials for good, and the cut
+      below undoes an optimistic one; until then a later re-plan may give trials back;
+    * from then on, when even the cheapest plan for the rest (no deadline: the work, as the
+      controller releases instances idle behind a straggler) costs more than the budget left:
+      fewer promotions. The plan promotes the most trials into the next stage (``1/eta`` of
+      those into each later one) whose cheapest plan fits, at least one; the controller
+      limits the scheduler's stages to the plan's
+      (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`; a later re-plan may give a
+      cut back until the stage is decided). A sweep the ledger stops before its last rung
+      has only half-trained results; one that promotes fewer ends its best trials.
+      Lateness alone cuts nothing here (HyperSched's admission control at the deadline is
+      the controller's).
 
     Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, or a
     resumed sweep's, is planned as it stands.
@@ -110,6 +113,7 @@ class Replanner:
                              "a finite number > 0")
         self.cost_budget_usd = cost_budget_usd
         self.shape = shape
+        self._full = shape   # the shape before any cut of admission (it may be given back)
         self.profile = profile
         self.instance = instance
         self.deadline_s = deadline_s
@@ -195,34 +199,53 @@ class Replanner:
         # (the deadline). Later stages have seen resumed segments and are judged on them; the
         # ledger keeps spend within the budget whatever the judgement.
         judge = self._hedged(profile, gpus) if view.stage == 0 else profile
-        judged = plan if judge is profile else self._plan(judge, paces=paces, sizes=sizes, **at)
-        if self._fits(judged, view):
-            return plan
         if view.stage == 0 and view.started < self.shape.num_trials:
-            # Admission is still open: the most trials, no fewer than those already started,
-            # whose plan fits; the controller closes admission at that count.
-            shape = self.shape
-            counts = [n for n in trial_counts(shape.reduction_factor, shape.num_trials - 1)
-                      if n >= max(1, view.started)]
-            if view.started not in counts:
-                counts.append(max(1, view.started))
-            for n in sorted(set(counts), reverse=True):
-                smaller = replace(shape, num_trials=n)
-                fewer = self._sizes(view, smaller)
-                at_n = {**at, "done": min(done, n - 1)}
-                judged = self._plan(judge, sizes=fewer, shape=smaller, **at_n)
-                if self._fits(judged, view):
-                    self.shape = smaller
-                    return self._plan(profile, sizes=fewer, shape=smaller, **at_n)
-            if self._affordable(judged, view):
-                return plan   # late, not dear: the deadline's to keep, not the budget's
-            # Even the trials already started cost more than is left: they are all there
-            # will be, and they promote fewer.
-            self.shape, sizes, at = smaller, fewer, at_n
-            plan, paces = self._plan(profile, sizes=sizes, **at), None
-        elif self._affordable(judged, view):
-            return plan   # late, not dear: fewer promotions would not buy back the time
+            return self._admit(view, profile, judge, plan, at)
+        # Whether the rest is affordable is judged on its cheapest plan: the plan followed
+        # keeps the deadline, and its model bills every instance until its stage's slowest
+        # trial ends, where the controller lets the ones idle behind a straggler go (on the
+        # AlexNet curves it predicted 1.6x what the last stages then cost). Lateness alone
+        # cuts nothing here: fewer promotions would not buy the time back.
+        if self._affordable(self._plan(judge, paces=paces, sizes=sizes, free=True, **at), view):
+            return plan
         return self._promote_fewer(view, profile, judge, sizes, paces, at) or plan
+
+    def _admit(self, view: ReplanView, profile: Profile, judge: Profile, plan: Plan,
+               at: dict[str, Any]) -> Plan:
+        """Admission is still open: the most trials, of the shape's and the counts below it
+        (no fewer than those started), whose plan fits, judged with ``judge``; the controller
+        closes admission at that count (until then a later re-plan may give some back). With
+        none: ``plan`` when it is the deadline that cannot be kept; else the trials started
+        are all there will be, and they promote fewer."""
+        full, started = self._full, max(1, view.started)
+        counts = sorted({n for n in trial_counts(full.reduction_factor, full.num_trials)
+                         if n >= started} | {full.num_trials, started})
+        counts = [n for n in counts if n <= full.num_trials]
+
+        def at_count(n: int) -> tuple[JobShape, list[int], dict[str, Any]]:
+            shape = replace(full, num_trials=n)
+            return shape, self._sizes(view, shape), {**at, "done": min(at["done"], n - 1)}
+
+        def fits(n: int) -> bool:
+            shape, sizes, at_n = at_count(n)
+            return self._fits(self._plan(judge, sizes=sizes, shape=shape, **at_n), view)
+
+        lo, hi = -1, len(counts)   # counts[lo] fits (or lo = -1), counts[hi] does not
+        while hi - lo > 1:         # (fewer trials never fit worse)
+            mid = (lo + hi) // 2
+            if fits(counts[mid]):
+                lo = mid
+            else:
+                hi = mid
+        if lo >= 0:
+            self.shape, sizes, at_n = at_count(counts[lo])
+            return self._plan(profile, sizes=sizes, **at_n)
+        shape, sizes, at_n = at_count(counts[0])
+        if self._affordable(self._plan(judge, sizes=sizes, shape=shape, **at_n), view):
+            return plan   # late, not dear: the deadline's to keep, not the budget's
+        self.shape = shape
+        return self._promote_fewer(view, profile, judge, sizes, None, at_n) \
+            or self._plan(profile, sizes=sizes, **at_n)
 
     def _promote_fewer(self, view: ReplanView, profile: Profile, judge: Profile,
                        sizes: list[int], paces: list[tuple[float, float]] | None,
@@ -245,7 +268,8 @@ class Replanner:
         lo, hi = 1, sizes[stage + 1] - 1    # promoting p fits for p <= lo? (bisection)
         while lo <= hi:
             mid = (lo + hi) // 2
-            if self._affordable(self._plan(judge, paces=paces, sizes=cut(mid), **at), view):
+            if self._affordable(self._plan(judge, paces=paces, sizes=cut(mid), free=True, **at),
+                                view):
                 pick, lo = mid, mid + 1
             else:
                 hi = mid - 1
@@ -285,7 +309,10 @@ class Replanner:
 
     def _plan(self, profile: Profile, *, stage: int, elapsed_s: float, live: int,
               done: int = 0, paces: list[tuple[float, float]] | None = None,
-              shape: JobShape | None = None, sizes: list[int] | None = None) -> Plan:
+              shape: JobShape | None = None, sizes: list[int] | None = None,
+              free: bool = False) -> Plan:
+        """:func:`plan_remaining` from ``stage`` (``free``: with no deadline, the cheapest
+        plan for the work)."""
         shape = self.shape if shape is None else shape
         kwargs = dict(self.kwargs)
         if sizes is not None:
@@ -296,7 +323,7 @@ class Replanner:
             kwargs["straggler"] = max(float(kwargs.get("straggler", 0.0)), self._late - 1.0)
         if stage == 0 and kwargs.get("boot_s") is None:
             kwargs["boot_s"] = profile.boot.quantile(FIRST_STAGE_BOOT_QUANTILE)
-        deadline = self.deadline_s
+        deadline = None if free else self.deadline_s
         aimed = deadline
         if deadline is not None:
             aimed = deadline - self.margin * max(0.0, deadline - elapsed_s)

@@ -500,7 +500,9 @@ def test_sha_promotes_no_more_than_a_stage_is_limited_to():
     assert [sha.next_job("x").trial_id for _ in range(4)] == ["t26", "t25", "t24", "t23"]
     assert sha.next_job("x") is None
     assert sum(sha.status(f"t{i}") is TrialStatus.PRUNED for i in range(27)) == 23
-    sha.limit_stage(2, 3)                             # never more than it had
+    sha.limit_stage(2, 5)                             # never more than 1/eta of 27
+    assert sha.sizes == [27, 4, 3, 1] and sha.natural_sizes == [27, 9, 3, 1]
+    sha.limit_stage(2, 1)
     assert sha.sizes == [27, 4, 1, 1]
     for bad in (1, 4, True, "2"):                     # decided, past the end, not an int
         with pytest.raises(ValueError, match="stage"):
@@ -513,7 +515,7 @@ def test_sha_promotes_no_more_than_a_stage_is_limited_to():
         other.next_job(f"t{i}")
     other.limit_stage(1, 2)
     other.close_admission()
-    assert other.sizes == [12, 2, 1]
+    assert other.sizes == [12, 2, 1] and other.natural_sizes == [12, 4, 1]
 
 
 def test_sha_decides_a_stage_without_its_stragglers_only_when_enough_have_reached_it():

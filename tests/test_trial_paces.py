@@ -219,6 +219,27 @@ def test_admission_is_judged_between_the_prior_and_the_first_segments_seen():
     assert tight(view).num_trials == 54
 
 
+def test_admission_cut_on_dear_first_segments_is_given_back_while_it_is_open():
+    shape = JobShape(81, 1, 27, 3)
+    rp = Replanner(shape, Profile(10.0, prior_weight=0, boot=BootLatency.fixed(0)), GPU, None,
+                   cost_budget_usd=1.6, billing_minimum_s=0)
+
+    def view(rate: float) -> ReplanView:
+        return ReplanView(now=0.0, elapsed_s=10.0, stage=0, live=9, observed_s_per_step=rate,
+                          observations=9, spent_usd=0.0, started=9, stage_sizes=(81, 27, 9, 3))
+
+    # 0.9 x $1.6 buys 1440 s. First segments of 20 s (later steps judged at 14.14 s): 27
+    # trials need 540 + 54 x 14.14 = 1304 s, 36 need 1653 s.
+    assert rp(view(20.0)).num_trials == 27 and rp.shape.num_trials == 27
+    # Then 10 s, as the prior said: 45 trials need 450 + 78 x 10 = 1230 s, 54 need 1620 s.
+    assert rp(view(10.0)).num_trials == 45 and rp.shape.num_trials == 45
+    # Once the trials admitted reach the count, admission is closed: nothing is given back.
+    closed = ReplanView(now=0.0, elapsed_s=10.0, stage=0, live=9, observed_s_per_step=1.0,
+                        observations=45, spent_usd=0.0, started=45,
+                        stage_sizes=(45, 15, 5, 1))
+    assert rp(closed).num_trials == 45
+
+
 def test_a_later_stage_short_of_budget_promotes_fewer_trials():
     # Rungs 1/3/9, 27 trials, 10 s a step, no deadline, nothing booted or billed beyond the
     # work: stage 1 (9 trials x 2 steps) and stage 2 (3 x 6) need 180 + 180 GPU-seconds.
@@ -393,3 +414,29 @@ def test_first_segments_of_several_steps_tell_the_first_steps_cost_from_the_rest
     assert view.observed_s_per_step == pytest.approx(10.0, rel=0.01)
     assert view.observed_first_s == pytest.approx(100.0, rel=0.01)
     assert not view.fresh_only
+
+
+def test_the_controller_follows_an_admission_limit_down_and_back_up():
+    # A re-planner that first cuts admission to 9 trials, then gives it back to 27: while
+    # admission is open, the controller follows both, journaled, and admits all 27. (The
+    # plans assume 5 s a step; Synth takes 10 s, so the first segment to end re-plans.)
+    plans = {n: Replanner(JobShape(n, 1, 9, 3), Profile(5.0, boot=BootLatency.fixed(30)),
+                          SIM_GPU, None, billing_minimum_s=0).initial() for n in (9, 27)}
+    seen: list[ReplanView] = []
+
+    def replanner(view: ReplanView):
+        seen.append(view)
+        return plans[9] if len(seen) == 1 else plans[27]
+
+    r = simulate(Synth(n=27), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+                 num_trials=27, workers=1, seed=0, boot_s=lambda rng: 30.0,
+                 scaling=FollowPlan(plans[27]), replanner=replanner, billing_minimum_s=0.0)
+    journal = r.store.journal()
+    assert [e["step"] for e in journal if e["kind"] == "limit"] == [9, 27]
+    assert seen[1].started < 9
+    # Stage 1's promotions followed each plan: 9 // 3, then 27 // 3.
+    assert [e["step"] for e in journal if e["kind"] == "promote"] == [3, 9]
+    assert r.outcome.reason == "done" and len(r.trials) == 27
+    assert sum(1 for s in r.store.segments() if s["stop_step"] == 9) == 3
+    # The views carried the stage sizes the scheduler runs.
+    assert seen[0].stage_sizes == (27, 9, 3)

@@ -214,14 +214,16 @@ class PlanningMixin:
             observed_first_s=fit[1] if fit is not None else None,
             stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
             fresh_only=bool(self._segment_times) and not self._resumed_segments,
-            stage_sizes=tuple(getattr(self.scheduler, "sizes", ())),
+            stage_sizes=self._stage_sizes(),
             **self._member_paces(mean)))
         if new is None:
             return
         self._limit_promotions(new)
-        if (isinstance(plan, Plan) and new.num_trials < plan.num_trials
-                and not self._admission_closed):
-            # The re-planner shrank the job (a budget it no longer fits): admit no more.
+        limit = self._admit_limit if self._admit_limit is not None else \
+            plan.num_trials if isinstance(plan, Plan) else None
+        if limit is not None and new.num_trials != limit and not self._admission_closed:
+            # The re-planner shrank the job (a budget it no longer fits): admit no more; or,
+            # with admission still open, gave some of a cut back.
             self._admit_limit = max(1, new.num_trials)
             self.store.journal_add("limit", "*", self._admit_limit)
         if isinstance(self.scaling, FollowPlan):
@@ -230,19 +232,33 @@ class PlanningMixin:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
 
+    def _stage_sizes(self) -> tuple[int, ...]:
+        """Trials per stage for :class:`budgets.ReplanView`: as decided up to the current
+        stage, as successive halving sizes them after it (the re-planner's cuts are its own
+        to make again); empty for a scheduler without stages."""
+        sizes = getattr(self.scheduler, "sizes", None)
+        natural = getattr(self.scheduler, "natural_sizes", None)
+        if sizes is None or natural is None:
+            return ()
+        stage = int(getattr(self.scheduler, "stage", 0))
+        return tuple(sizes[:stage + 1]) + tuple(natural[stage + 1:])
+
     def _limit_promotions(self, plan: Plan) -> None:
-        """Promote no more trials into a stage not decided yet than ``plan`` runs in it (a
-        re-plan that cut promotions to stay within the cost budget), journaled so a resumed
-        sweep keeps the cut."""
+        """Promote into the next stage as many trials as ``plan`` runs in it (a re-plan that
+        cuts promotions to stay within the cost budget, or gives a cut back), journaled so a
+        resumed sweep keeps it."""
         limit = getattr(self.scheduler, "limit_stage", None)
         sizes = getattr(self.scheduler, "sizes", None)
         if not callable(limit) or sizes is None:
             return
         stage = int(getattr(self.scheduler, "stage", 0))
-        for rung in plan.rungs:
-            if stage < rung.rung < len(sizes) and rung.trials < sizes[rung.rung]:
-                limit(rung.rung, rung.trials)
-                self.store.journal_add("promote", "*", rung.trials, bracket=rung.rung)
+        rung = next((r for r in plan.rungs if r.rung == stage + 1), None)
+        if rung is None:
+            return
+        before = list(sizes)
+        limit(rung.rung, rung.trials)
+        if self.scheduler.sizes != before:
+            self.store.journal_add("promote", "*", rung.trials, bracket=rung.rung)
 
     def _overdue(self, now: float, s_per_step: float, first_s: float = 0.0
                  ) -> list[tuple[int, float, bool]]:

@@ -62,6 +62,7 @@ class SuccessiveHalving(_RungScheduler):
             num_trials = reduction_factor ** (len(rungs) - 1)
         super().__init__(rungs, reduction_factor, mode, num_trials)
         self.sizes = sha_sizes(num_trials, len(rungs), reduction_factor)
+        self._natural = list(self.sizes)  # the sizes without limit_stage's cuts
         self._stage = 0
         self._members: list[str] = []  # trials of the current stage
 
@@ -86,20 +87,31 @@ class SuccessiveHalving(_RungScheduler):
         later stages are sized from them."""
         super().close_admission()
         if self._stage == 0 and len(self._trials) < self.num_trials:
-            fewer = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
-            self.sizes = [min(a, b) for a, b in zip(self.sizes, fewer, strict=True)]
+            self._natural = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
+            self.sizes = [min(a, b) for a, b in zip(self.sizes, self._natural, strict=True)]
             self._settle()
 
+    @property
+    def natural_sizes(self) -> list[int]:
+        """Trials per stage as successive halving sizes them (``1/eta`` of each stage into the
+        next), from the trials admitted; ``sizes`` less any :meth:`limit_stage` cut."""
+        return list(self._natural)
+
     def limit_stage(self, stage: int, trials: int) -> None:
-        """Promote at most ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage
-        into the next from there on: a sweep short of budget ends a smaller top of the ladder
-        rather than being stopped before its last rung (the best are still the ones promoted).
-        Only a stage not decided yet can be limited; a stage never gets more trials than it had.
+        """Promote ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage into the
+        next from there on, never more than :attr:`natural_sizes`: a sweep short of budget
+        ends a smaller top of the ladder rather than being stopped before its last rung (the
+        best are still the ones promoted). Only a stage not decided yet can be limited; a
+        later call replaces an earlier one (a re-plan that sees the budget go further may
+        give the cut back until the stage is decided).
 
         >>> sha = SuccessiveHalving(min_resource=1, max_resource=27, reduction_factor=3)
         >>> sha.limit_stage(2, 2)
         >>> sha.sizes
         [27, 9, 2, 1]
+        >>> sha.limit_stage(2, 99)
+        >>> sha.sizes
+        [27, 9, 3, 1]
         """
         if isinstance(stage, bool) or not isinstance(stage, int) \
                 or not self._stage < stage < len(self.rungs):
@@ -109,7 +121,7 @@ class SuccessiveHalving(_RungScheduler):
             raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
         for k in range(stage, len(self.rungs)):
             cap = max(1, trials // self.reduction_factor ** (k - stage))
-            self.sizes[k] = min(self.sizes[k], cap)
+            self.sizes[k] = min(self._natural[k], cap)
 
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
