@@ -494,15 +494,18 @@ def test_sha_promotes_no_more_than_a_stage_is_limited_to():
     jobs = [sha.next_job(f"t{i}") for i in range(27)]
     sha.limit_stage(1, 4)
     assert sha.sizes == [27, 4, 1, 1]
+    sha.limit_stage(1, 12)                            # a later limit replaces it
+    assert sha.sizes == [27, 9, 3, 1]
+    sha.limit_stage(1, 4)
     for i, job in enumerate(jobs):
         sha.on_rung(job.trial_id, 1, float(i))
     # The best four, best first; the other 23 are pruned.
     assert [sha.next_job("x").trial_id for _ in range(4)] == ["t26", "t25", "t24", "t23"]
     assert sha.next_job("x") is None
     assert sum(sha.status(f"t{i}") is TrialStatus.PRUNED for i in range(27)) == 23
-    sha.limit_stage(2, 5)                             # never more than 1/eta of 27
-    assert sha.sizes == [27, 4, 3, 1] and sha.natural_sizes == [27, 9, 3, 1]
-    sha.limit_stage(2, 1)
+    # Later stages are sized from the current one's 4 trials: 1/eta of them, at least one.
+    assert sha.natural_sizes == [27, 9, 1, 1]
+    sha.limit_stage(2, 5)                             # however many are asked for
     assert sha.sizes == [27, 4, 1, 1]
     for bad in (1, 4, True, "2"):                     # decided, past the end, not an int
         with pytest.raises(ValueError, match="stage"):

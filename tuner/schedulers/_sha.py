@@ -94,8 +94,13 @@ class SuccessiveHalving(_RungScheduler):
     @property
     def natural_sizes(self) -> list[int]:
         """Trials per stage as successive halving sizes them (``1/eta`` of each stage into the
-        next), from the trials admitted; ``sizes`` less any :meth:`limit_stage` cut."""
-        return list(self._natural)
+        next), from the trials admitted and, after the current stage, from its trials;
+        ``sizes`` less any :meth:`limit_stage` cut still to take effect."""
+        out = list(self._natural)
+        now = self.sizes[self._stage]
+        for k in range(self._stage + 1, len(out)):
+            out[k] = min(out[k], max(1, now // self.reduction_factor ** (k - self._stage)))
+        return out
 
     def limit_stage(self, stage: int, trials: int) -> None:
         """Promote ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage into the
@@ -119,9 +124,10 @@ class SuccessiveHalving(_RungScheduler):
                              f"in ({self._stage}, {len(self.rungs)})")
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
+        natural = self.natural_sizes
         for k in range(stage, len(self.rungs)):
             cap = max(1, trials // self.reduction_factor ** (k - stage))
-            self.sizes[k] = min(self._natural[k], cap)
+            self.sizes[k] = min(natural[k], cap)
 
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
