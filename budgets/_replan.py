@@ -252,9 +252,10 @@ class Replanner:
                        at: dict[str, Any]) -> Plan | None:
         """The trials of the current stage are under way, and the rest costs more than the
         budget left: the plan that promotes the most trials into the next stage (``1/eta`` of
-        those into each later one) and costs no more, judged as in :meth:`_replan`; with none, the
-        one that promotes a single trial (the best of the stage, trained to the last rung,
-        is what a sweep is for). None when there is no later stage to cut."""
+        those into each later one) whose cheapest plan (no deadline, ``judge``'s rate) fits
+        the budget left; with none, the one that promotes a single trial (the best of the
+        stage, trained to the last rung, is what a sweep is for). None when there is no
+        later stage to cut. The plan returned is the one to follow (the deadline kept)."""
         stage = at["stage"]
         if stage + 1 >= len(sizes):
             return None
