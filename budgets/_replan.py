@@ -126,11 +126,13 @@ class Replanner:
 
     def restrict(self, num_trials: int) -> None:
         """Plan for no more than ``num_trials`` trials (a resumed sweep whose earlier run
-        shrank the job)."""
+        shrank the job): a later re-plan gives no trials back beyond them."""
         if not (isinstance(num_trials, int) and num_trials >= 1):
             raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
         if num_trials < self.shape.num_trials:
             self.shape = replace(self.shape, num_trials=num_trials)
+        if num_trials < self._full.num_trials:
+            self._full = replace(self._full, num_trials=num_trials)
 
     def initial(self) -> Plan:
         """The plan to start with: nothing observed, nothing live."""

@@ -233,6 +233,11 @@ def test_admission_cut_on_dear_first_segments_is_given_back_while_it_is_open():
     assert rp(view(20.0)).num_trials == 27 and rp.shape.num_trials == 27
     # Then 10 s, as the prior said: 45 trials need 450 + 78 x 10 = 1230 s, 54 need 1620 s.
     assert rp(view(10.0)).num_trials == 45 and rp.shape.num_trials == 45
+    # A resumed sweep's re-planner, restricted to its earlier run's count, gives none back.
+    resumed = Replanner(shape, Profile(10.0, prior_weight=0, boot=BootLatency.fixed(0)), GPU,
+                        None, cost_budget_usd=1.6, billing_minimum_s=0)
+    resumed.restrict(27)
+    assert resumed(view(10.0)).num_trials == 27 and resumed.shape.num_trials == 27
     # Once the trials admitted reach the count, admission is closed: nothing is given back.
     closed = ReplanView(now=0.0, elapsed_s=10.0, stage=0, live=9, observed_s_per_step=1.0,
                         observations=45, spent_usd=0.0, started=45,
