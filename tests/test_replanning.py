@@ -207,9 +207,10 @@ class _Straggler:
         return 9
 
 
-def test_workers_idle_behind_a_straggler_go_and_are_booted_again_before_the_next_stage():
+def test_workers_idle_behind_a_straggler_go_come_back_for_its_expected_end_and_go_again():
     # 27 trials, rungs 1/3/9 on 3 workers throughout. In stage 1 the straggler's segment
-    # (2 steps, 600 s) runs long after the other 8 (20 s each) have ended.
+    # (2 steps, 600 s) runs long after the other 8 (20 s each) have ended; from its first
+    # step's pace it is expected to take about 290 s.
     rungs = [RungPlan(0, 27, 1, 1, 3, 30.0, 400.0), RungPlan(1, 9, 3, 1, 3, 400.0, 1100.0),
              RungPlan(2, 3, 9, 1, 3, 1100.0, 3000.0)]
     plan = Plan(True, 0.0, 3000.0, 27, rungs, [], inputs={"boot_s": 30})
@@ -220,17 +221,52 @@ def test_workers_idle_behind_a_straggler_go_and_are_booted_again_before_the_next
     segs = r.store.segments()
     slow = next(s for s in segs if s["start_step"] == 1 and s["finished_at"] - s["started_at"]
                 > 500)
+    expected_end = slow["started_at"] + 290.0
     stage2 = min(s["started_at"] for s in segs if s["start_step"] == 3)
     instances = r.store.instances()
-    gone = [i for i in instances if i["terminated_at"] is not None
-            and slow["started_at"] < i["terminated_at"] < slow["finished_at"] - 100]
+    during = [i for i in instances if i["terminated_at"] is not None
+              and slow["started_at"] < i["terminated_at"] < slow["finished_at"] - 100]
     back = [i for i in instances if slow["started_at"] < i["launched_at"] < slow["finished_at"]]
-    assert len(gone) == 2                 # the two idle workers went ...
-    assert len(back) == 2                 # ... and two were booted again
-    assert all(i["launched_at"] <= slow["finished_at"] - 30 for i in back)   # up in time
+    # The two idle workers went; two were booted again to be up by the expected end ...
+    assert len(back) == 2
+    assert all(expected_end - 60 <= i["launched_at"] <= expected_end - 30 for i in back)
+    # ... and went once it overran (expected to run half its age again: > 2.5 boots), not
+    # held idle for the 300 s it still ran: four went while it ran.
+    assert len(during) == 4
+    assert all(i["terminated_at"] <= expected_end + 5 for i in back)
+    # The next stage starts as the straggler ends, its other two trials one boot later.
     assert stage2 - slow["finished_at"] < 5
-    # Every stage-2 segment starts with the stage: none waited for a boot.
-    assert max(s["started_at"] for s in segs if s["start_step"] == 3) - stage2 < 5
+    assert max(s["started_at"] for s in segs if s["start_step"] == 3) - stage2 <= 30 + 5
+
+
+class _FirstStageStraggler(_Straggler):
+    """9 configs at 10 s a step, but c8's first step takes 600 s (a first segment, so no
+    pace of its own is known while it runs)."""
+
+    def config_ids(self) -> list[str]:
+        return [f"c{i}" for i in range(9)]
+
+    def cost_s(self, c: str, a: int, b: int) -> float:
+        return 10.0 * (b - a) + (590.0 if c == "c8" and a == 0 else 0.0)
+
+
+def test_workers_idle_behind_a_first_stage_straggler_go_while_it_overruns():
+    # 9 trials, rungs 1/3/9 on 3 workers. Stage 0's other segments end in seconds; c8's runs
+    # 600 s, far past the 10 s the fit expects. Counted as ending "now", it would hold the
+    # next stage's two idle workers for all that time; expected to overrun as much again,
+    # they go once that is more than 2.5 boots off.
+    rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 100.0), RungPlan(1, 3, 3, 1, 3, 100.0, 200.0),
+             RungPlan(2, 1, 9, 1, 1, 200.0, 400.0)]
+    plan = Plan(True, 0.0, 400.0, 9, rungs, [], inputs={"boot_s": 30})
+    r = simulate(_FirstStageStraggler(), metric="acc", mode="max",
+                 scheduler={**SHA, "max_resource": 9}, num_trials=9, workers=3, seed=0,
+                 boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), billing_minimum_s=0.0)
+    assert r.outcome.reason == "done"
+    slow = next(s for s in r.store.segments() if s["start_step"] == 0
+                and s["finished_at"] - s["started_at"] > 500)
+    gone = [i for i in r.store.instances() if i["terminated_at"] is not None
+            and slow["started_at"] < i["terminated_at"] < slow["started_at"] + 200]
+    assert len(gone) == 2
 
 
 def test_follow_plan_launches_for_a_larger_stage_before_it_starts():
