@@ -117,11 +117,14 @@ class _Job:
         t = self._durations.get(key)
         if t is None:
             # The same arithmetic as stage_time, rounded up to a whole second; with trials of
-            # known paces the stage lasts at least as long as its slowest one (LPT: slowest
-            # first, so the waves average out and the slowest trial bounds the rest).
+            # known paces, the stage's slowest trial may be handed out in its last wave (jobs
+            # go out in rank order, not slowest first), so the stage lasts the waves before
+            # it at the mean pace and then the slowest, as in a list schedule's worst case.
+            # Counting the slowest as going out first (as longest-first order would) met 0.981
+            # of the planner benchmark's deadlines; this meets 0.994, at 3-9 % more cost.
             waves = -(-self.sizes[k] // (w * self.tpw[g]))
             mean, slowest = self.pace[k]
-            t = self._durations[key] = _whole(max(waves * mean, slowest)
+            t = self._durations[key] = _whole(max(waves * mean, (waves - 1) * mean + slowest)
                                               * self.segment[k][g] * self.factor)
         return t
 
@@ -496,7 +499,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     step of the trials it will train relative to the profile's (1.0: as profiled; missing
     stages: (1, 1)). Trials differ (a wider network trains slower, and successive halving may
     favour it), and a synchronous stage ends with its slowest trial: a stage of ``m`` trials
-    on ``w`` slots takes ``max(ceil(m / w) * mean, slowest)`` profiled segments.
+    on ``w`` slots takes ``max(ceil(m / w) * mean, (ceil(m / w) - 1) * mean + slowest)``
+    profiled segments (its slowest trial may go out in the last wave).
 
     Returns:
         A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and

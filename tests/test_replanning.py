@@ -70,9 +70,9 @@ def test_a_late_plan_does_not_queue_trials_the_model_thinks_are_quick():
               paces=[(0.5, 0.97)])
     late = plan_remaining(shape, profile, GPU, 1100.0, **kw)
     assert not late.feasible and [r.workers for r in late.rungs] == [3]
-    # On time, the model's cheapest plan may queue them (2 workers: 180 s; 1 worker would
-    # take 270 s).
-    ok = plan_remaining(shape, profile, GPU, 1200.0, **kw)
+    # On time, the model's cheapest plan may queue them (2 workers: 0.5 + 0.97 of 180 s,
+    # 265 s, as the slowest may go out second; 1 worker would take 355 s).
+    ok = plan_remaining(shape, profile, GPU, 1300.0, **kw)
     assert ok.feasible and [r.workers for r in ok.rungs] == [2]
     # Trials of one pace: queueing is slower in the model too; a boot longer than a trial's
     # segment keeps the live workers (the fastest way, queued or not).
