@@ -253,7 +253,7 @@ class _FirstStageStraggler(_Straggler):
 def test_workers_idle_behind_a_first_stage_straggler_go_while_it_overruns():
     # 9 trials, rungs 1/3/9 on 3 workers. Stage 0's other segments end in seconds; c8's runs
     # 600 s, far past the 10 s the fit expects. Counted as ending "now", it would hold the
-    # next stage's two idle workers for all that time; expected to overrun as much again,
+    # next stage's two idle workers for all that time; expected to run half its age again,
     # they go once that is more than 2.5 boots off.
     rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 100.0), RungPlan(1, 3, 3, 1, 3, 100.0, 200.0),
              RungPlan(2, 1, 9, 1, 1, 200.0, 400.0)]
