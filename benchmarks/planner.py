@@ -116,6 +116,8 @@ class Task:
     s_per_step: float         # the profile's prior: step_seconds_median() * time_scale
     fit_s_per_step: float     # --profile fitted: mean over configs of steps 2..R, per step
     fit_first_s: float        # --profile fitted: mean extra seconds of step 1 over that
+    shaped_s_per_step: float  # --profile shaped: the median config's last-stage step
+    step_costs: tuple[float, ...]  # --profile shaped: mean cost of steps 1..R, relative
 
 
 def largest_power(base: int, limit: float) -> int:
@@ -143,9 +145,20 @@ def make_task(data_dir: Path, name: str) -> Task | None:
     # a start-up cost (the YAHPO surrogate's first epoch is 2-7x a later one).
     later = float(np.mean([curves.cost_s(c, 1, r) / (r - 1) for c in usable]))
     first = float(np.mean([curves.cost_s(c, 0, 1) for c in usable]))
+    # --profile shaped: what each step costs, summed over the configurations (a stage's work
+    # grows with the mean), relative to a step of the last stage (steps R/eta + 1 .. R); and
+    # as the level, the median configuration's last-stage step (as the median profile).
+    per_step = np.array([np.mean([curves.cost_s(c, k - 1, k) for c in usable
+                                  if curves.last_step(c) >= k] or [0.0])
+                         for k in range(1, r + 1)])
+    last = float(np.mean(per_step[r // ETA:]))
+    costs = tuple(float(max(v, 1e-6) / last) for v in per_step) if last > 0 else ()
+    late = [c for c in usable if curves.last_step(c) >= r]
+    base = float(np.median([curves.cost_s(c, r // ETA, r) / (r - r // ETA) for c in late])) \
+        if late else last
     return Task(name, len(curves), curves.resumable, n, r, full, scale,
                 curves.step_seconds_median() * scale, max(later, 1e-6) * scale,
-                max(0.0, first - later) * scale)
+                max(0.0, first - later) * scale, max(base, 1e-6) * scale, costs)
 
 
 def select_tasks(data_dir: Path, *, quick: bool, max_tasks: int | None,
@@ -291,6 +304,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
     def profile() -> Profile:
         if profile_kind == "fitted":
             return Profile(task.fit_s_per_step, first_segment_s=task.fit_first_s, boot=BOOT)
+        if profile_kind == "shaped":
+            return Profile(task.shaped_s_per_step, step_costs=task.step_costs, boot=BOOT)
         return Profile(task.s_per_step, boot=BOOT)
 
     base = static_run(n)
@@ -566,10 +581,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--straggler", type=float, default=0.0,
                     help="passed to the planners: how much slower than the profile the slowest "
                          "trial of a wave is assumed to be (default 0, the planners' default)")
-    ap.add_argument("--profile", choices=("median", "fitted"), default="median",
-                    help="the planners' profile: 'median' seconds per step (default), or "
+    ap.add_argument("--profile", choices=("median", "fitted", "shaped"), default="median",
+                    help="the planners' profile: 'median' seconds per step (default); "
                          "'fitted': mean seconds per later step plus the first step's extra "
-                         "as the cost of a trial's first segment (first_segment_s)")
+                         "as the cost of a trial's first segment (first_segment_s); 'shaped': "
+                         "the mean cost of each step relative to a last-stage step "
+                         "(step_costs), as a profile from an earlier run would know it")
     ap.add_argument("--accuracy-shape", choices=("raise", "fixed"), default="raise",
                     help="the accuracy planner's first rung: 'raise' lets it start one rung "
                          "up when a whole halving still fits there (default), 'fixed' keeps "

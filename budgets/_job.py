@@ -77,12 +77,14 @@ class JobShape:
 
 
 def stage_time(m: int, steps: int, workers: int, trials_per_worker: int, profile: Profile,
-               gpus: int = 1, *, restore: bool = True, straggler: float = 0.0) -> float:
+               gpus: int = 1, *, restore: bool = True, straggler: float = 0.0,
+               start: int = 0) -> float:
     """Seconds for ``m`` trials to each train ``steps`` steps on ``workers`` instances that run
     ``trials_per_worker`` trials at once, each trial on ``gpus`` GPUs.
 
     The trials run in ``waves = ceil(m / (workers * trials_per_worker))`` waves; a wave lasts one
-    segment, ``profile.segment_seconds(steps, gpus, restore=restore)`` (setup, restore from the
+    segment, ``profile.segment_seconds(steps, gpus, restore=restore, start=start)`` (setup,
+    restore from the
     checkpoint of the previous rung when ``restore``, the steps at ``s_per_step(1) / s(g)``, and
     the checkpoint), stretched by ``1 + straggler``: the slowest trial of a wave sets its end, and
     ``straggler`` is how much slower than the profile that slowest one is (0: no stragglers;
@@ -98,4 +100,5 @@ def stage_time(m: int, steps: int, workers: int, trials_per_worker: int, profile
     if not (math.isfinite(straggler) and straggler >= 0):
         raise ValueError(f"straggler is {straggler!r}, but must be a finite number >= 0")
     waves = -(-m // (workers * trials_per_worker))
-    return waves * profile.segment_seconds(steps, gpus, restore=restore) * (1.0 + straggler)
+    return waves * profile.segment_seconds(steps, gpus, restore=restore, start=start) \
+        * (1.0 + straggler)

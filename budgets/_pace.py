@@ -36,11 +36,12 @@ class TrialPaces:
     """Steps and seconds per trial, resumed and fresh segments apart."""
 
     def __init__(self) -> None:
-        self._resumed: dict[str, tuple[int, float]] = {}
-        self._fresh: dict[str, tuple[int, float]] = {}
-        self._fresh_total = (0, 0.0)
+        # (steps, or their weight under a profile's step costs; seconds) per trial
+        self._resumed: dict[str, tuple[float, float]] = {}
+        self._fresh: dict[str, tuple[float, float]] = {}
+        self._fresh_total = (0.0, 0.0)
 
-    def observe(self, trial_id: str, *, steps: int, seconds: float, fresh: bool) -> None:
+    def observe(self, trial_id: str, *, steps: float, seconds: float, fresh: bool) -> None:
         """A finished segment of ``trial_id`` (``fresh``: it started from step 0)."""
         if steps <= 0 or not seconds > 0:
             return

@@ -170,9 +170,9 @@ def _job(shape: JobShape, profile: Profile, instance: InstanceType, gpus_per_tri
         problems.append(f"max_workers is {max_workers!r}, but must be None or an int >= 1")
     if problems:
         raise ValueError("; ".join(problems))
-    sizes, steps = shape.stage_sizes(), shape.stage_steps()
-    segment = [{g: profile.segment_seconds(s, g, restore=k > 0) for g in options}
-               for k, s in enumerate(steps)]
+    sizes, steps, rungs = shape.stage_sizes(), shape.stage_steps(), shape.rungs()
+    segment = [{g: profile.segment_seconds(s, g, restore=k > 0, start=rungs[k] - s)
+                for g in options} for k, s in enumerate(steps)]
     return _Job(sizes, steps, options, gpus_per_trial,
                 {g: instance.gpus // g for g in options}, segment, [(1.0, 1.0)] * len(sizes),
                 1.0 + float(straggler),

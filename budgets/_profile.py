@@ -185,6 +185,14 @@ class Profile:
         boot: latency of a new VM (not part of a segment; the autoscaler launches ahead by it).
         speedup: s(g) for one trial on g GPUs.
         window: how many recent observations :meth:`drift` compares with the estimate.
+        step_costs: what each of a trial's first steps costs relative to a later one (the
+            ``k``-th entry is step ``k + 1``; steps past the table cost 1), from an earlier
+            run of the model: a run whose epochs grow cheaper as caches warm and the data
+            pipeline settles (YAHPO's LCBench epochs 1-3 take 2-5x a tenth one) is then
+            planned stage by stage at what its steps cost, and what a sweep observes is read
+            as that shape at its own speed (:meth:`step_weight`). The seconds per step
+            (prior, learned) are those of a step past the table. Empty: every step costs the
+            same.
     """
 
     prior_s_per_step: float
@@ -196,6 +204,7 @@ class Profile:
     boot: BootLatency = field(default_factory=BootLatency)
     speedup: Speedup = LINEAR
     window: int = 5
+    step_costs: tuple[float, ...] = ()
     _count: int = field(default=0, init=False, repr=False)
     _weight: float = field(default=0.0, init=False, repr=False)
     _total: float = field(default=0.0, init=False, repr=False)
@@ -209,6 +218,14 @@ class Profile:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 problems.append(f"{name} is {v!r}, but must be a finite number >= 0")
+        try:
+            self.step_costs = tuple(float(c) for c in self.step_costs)
+        except (TypeError, ValueError):
+            problems.append(f"step_costs is {self.step_costs!r}, but must be numbers > 0")
+        else:
+            if not all(math.isfinite(c) and c > 0 for c in self.step_costs):
+                problems.append(f"step_costs is {self.step_costs!r}, but must be finite "
+                                "numbers > 0")
         if not isinstance(self.window, int) or self.window < 1:
             problems.append(f"window is {self.window!r}, but must be an integer >= 1")
         if not isinstance(self.boot, BootLatency):
@@ -251,17 +268,32 @@ class Profile:
             else self.prior_s_per_step
         return one_gpu / self.speedup(gpus)
 
-    def segment_seconds(self, steps: int, gpus: float = 1, *, restore: bool = True) -> float:
-        """Estimated wall seconds of a segment of ``steps`` steps on ``gpus`` GPUs.
+    def step_weight(self, start: int, stop: int) -> float:
+        """Steps ``start + 1 .. stop`` of a trial, each counted at its ``step_costs`` entry
+        (1 past the table): how many later steps' worth of time they take.
+
+        >>> Profile(10.0, step_costs=(3.0, 2.0)).step_weight(0, 4)   # 3 + 2 + 1 + 1
+        7.0
+        """
+        if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start <= stop):
+            raise ValueError(f"steps {start!r}..{stop!r} must be ints with 0 <= start <= stop")
+        n = len(self.step_costs)
+        return float(sum(self.step_costs[start:min(stop, n)]) + max(0, stop - max(start, n)))
+
+    def segment_seconds(self, steps: int, gpus: float = 1, *, restore: bool = True,
+                        start: int = 0) -> float:
+        """Estimated wall seconds of a segment of ``steps`` steps from step ``start`` on
+        ``gpus`` GPUs.
 
         setup + restore (if it resumes from a checkpoint, else ``first_segment_s``)
-        + steps x s_per_step(1) / s(g) + checkpoint. Boot latency is not included: it belongs
-        to the VM, not the segment.
+        + :meth:`step_weight` x s_per_step(1) / s(g) + checkpoint. Boot latency is not
+        included: it belongs to the VM, not the segment.
         """
         if not (isinstance(steps, int) and steps >= 0):
             raise ValueError(f"steps is {steps!r}, but must be an integer >= 0")
         return (self.setup_s + (self.restore_s if restore else self.first_segment_s)
-                + steps * self.seconds_per_step(gpus) + self.checkpoint_s)
+                + self.step_weight(start, start + steps) * self.seconds_per_step(gpus)
+                + self.checkpoint_s)
 
     def drift(self) -> float:
         """Mean of the last ``window`` observations over the current estimate (1.0 if none).
@@ -274,10 +306,11 @@ class Profile:
         return (sum(self._recent) / len(self._recent)) / self.seconds_per_step(1)
 
 
-def fit_segment_times(segments: Iterable[tuple[int, float, bool]], *,
-                      min_resumed: int = 5) -> tuple[float, float] | None:
+def fit_segment_times(segments: Iterable[tuple[float, float, bool]], *,
+                      min_resumed: float = 5) -> tuple[float, float] | None:
     """Seconds per step and the extra seconds of a trial's first segment, fitted to finished
-    segments ``(steps, seconds, fresh)`` (``fresh``: it started the trial from scratch).
+    segments ``(steps, seconds, fresh)`` (``fresh``: it started the trial from scratch;
+    ``steps`` may be a :meth:`Profile.step_weight`, then the rate is a later step's).
 
     Least squares on ``seconds = steps * s_per_step + fresh * first_s``. The two are told apart
     only when fresh and at least ``min_resumed`` resumed segments have been seen (the first
@@ -290,7 +323,7 @@ def fit_segment_times(segments: Iterable[tuple[int, float, bool]], *,
     >>> [round(v, 6) for v in fit_segment_times(segments, min_resumed=2)]
     [10.0, 10.0]
     """
-    rows = [(int(n), float(t), bool(f)) for n, t, f in segments if n > 0 and t > 0]
+    rows = [(float(n), float(t), bool(f)) for n, t, f in segments if n > 0 and t > 0]
     if not rows:
         return None
     fresh = [(n, t) for n, t, f in rows if f]

@@ -52,6 +52,11 @@ class Replanner:
     planned with the paces of the trials likely to be in it (:func:`budgets.stage_paces`): the
     pending ones now, the best-ranked ones later.
 
+    With a profile that has ``step_costs`` (a run's first steps dearer than its later ones, known
+    from an earlier run), the controller counts each finished segment's steps at those costs,
+    so the seconds per step it reports are a later step's even in the first stage, and fits no
+    separate first-segment extra (the step costs hold it).
+
     Plans made in the first stage (the initial one included) take the boot latency at its 0.9
     quantile, not its mean: stage 0 needs its whole cluster, which is up only when the
     *slowest* of its ``w`` boots is over (the maximum of ``w`` draws lies near the top of the
@@ -173,7 +178,7 @@ class Replanner:
             # the two cannot be told apart yet, so both are scaled by how far the first
             # segments are from the prior's (counting it all as steps would carry a first
             # epoch's cost into every later step).
-            steps = self.shape.stage_steps()[0]
+            steps = profile.step_weight(0, self.shape.rungs()[0])
             prior = steps * profile.seconds_per_step(gpus) + profile.first_segment_s
             scale = observed * steps / prior
             profile = replace(profile, prior_s_per_step=profile.prior_s_per_step * scale,
@@ -295,7 +300,7 @@ class Replanner:
         if abs(seen / prior - 1.0) < 1e-9:
             return profile
         middle = math.sqrt(seen * prior)
-        steps = self.shape.stage_steps()[0]
+        steps = profile.step_weight(0, self.shape.rungs()[0])
         first = max(0.0, profile.first_segment_s + steps * (seen - middle))
         return replace(self.profile, prior_s_per_step=middle * profile.speedup(gpus),
                        first_segment_s=first)

@@ -132,7 +132,8 @@ _profile_values = st.sampled_from(["fast", None, [], {}, {"s_per_step": 1}]) | \
     st.fixed_dictionaries({}, optional={
         "seconds_per_step": _numbers, "setup_s": _numbers, "checkpoint_s": _numbers,
         "restore_s": _numbers, "boot_s": _numbers | st.lists(_numbers, max_size=3),
-        "speedup": st.sampled_from(["linear", "quadratic", "resnet101", "", None])})
+        "speedup": st.sampled_from(["linear", "quadratic", "resnet101", "", None]),
+        "step_costs": _numbers | st.lists(_numbers, max_size=3)})
 _unknown_keys = (
     st.text(min_size=1, max_size=12).filter(
         lambda k: k not in TOP_LEVEL_KEYS and k not in _ALSO_ACCEPTED)

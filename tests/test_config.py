@@ -625,6 +625,10 @@ def test_every_key_error_names_it():
             "profile.speedup",
             ("'linear', 'resnet50_cifar10', 'babi_lstm' or 'resnet101'", "'quadratic'"),
         ),
+        ({"profile": {"step_costs": [3, 0]}}, "profile.step_costs", ("numbers > 0", "[3, 0]")),
+        ({"profile": {"step_costs": "3,2"}}, "profile.step_costs", ("a list of numbers",)),
+        ({"profile": {"step_costs": [True]}}, "profile.step_costs", ("numbers > 0",)),
+        ({"profile": {"step_costs": [math.nan]}}, "profile.step_costs", ("numbers > 0",)),
         ({"profile": {"s_per_step": 1}}, "profile.s_per_step", ("unknown key", "seconds_per_step")),
         ({"profile": "fast"}, "profile", ("dictionary",)),
     ],
@@ -649,9 +653,14 @@ def test_profile_section_defaults_forms_and_round_trip():
     stored = json.loads(json.dumps(cfg.to_json_dict(), allow_nan=False))
     assert stored["profile"] == {"seconds_per_step": 2.0, "setup_s": 30.0, "checkpoint_s": 1.5,
                                  "restore_s": 4.0, "boot_s": [90.0, 90.0],
-                                 "speedup": "resnet101"}
+                                 "speedup": "resnet101", "step_costs": []}
     assert load_sweep(stored | {"trainable": train}) == cfg
     assert load_sweep(base()).to_json_dict()["profile"]["boot_s"] is None
+    warm = load_sweep(base(profile={"seconds_per_step": 2, "step_costs": [3, 1.5]}))
+    assert warm.profile.step_costs == (3.0, 1.5)
+    stored = json.loads(json.dumps(warm.to_json_dict(), allow_nan=False))
+    assert stored["profile"]["step_costs"] == [3.0, 1.5]
+    assert load_sweep(stored | {"trainable": train}) == warm
 
 
 def test_sampler_choices_and_grid_handling():

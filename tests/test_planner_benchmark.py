@@ -93,3 +93,49 @@ def test_spot_benchmark_quick_json():
     proc = subprocess.run([sys.executable, "benchmarks/spot.py", "--preemptions-per-hour", "-1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--preemptions-per-hour" in proc.stderr
+
+
+def test_the_shaped_profile_is_the_sets_own_step_costs():
+    import importlib.util
+
+    from budgets import discover, load_curves
+    spec = importlib.util.spec_from_file_location("planner_bench", ROOT / "benchmarks/planner.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench   # (its dataclasses look their module up)
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    checked = 0
+    for name in discover(SAMPLE_DIR):
+        task = bench.make_task(SAMPLE_DIR, name)
+        if task is None:
+            continue
+        r, cut = task.max_resource, task.max_resource // bench.ETA
+        assert len(task.step_costs) == r and all(c > 0 for c in task.step_costs)
+        # Relative to a step of the last stage, whose steps average 1.
+        last = task.step_costs[cut:]
+        assert sum(last) / len(last) == pytest.approx(1.0)
+        assert task.shaped_s_per_step > 0
+        # Step 1 against the last stage's steps, summed over the configurations that run all.
+        curves = load_curves(SAMPLE_DIR, name)
+        trained = [c for c in curves.config_ids() if curves.last_step(c) > 0]
+        if all(curves.last_step(c) >= r for c in trained):
+            first = sum(curves.cost_s(c, 0, 1) for c in trained)
+            later = sum(curves.cost_s(c, cut, r) for c in trained) / (r - cut)
+            assert task.step_costs[0] == pytest.approx(first / later)
+            checked += 1
+    assert checked, "no sample task whose configurations all run to the last rung"
+
+
+@pytest.mark.timeout(90)
+def test_planner_benchmark_runs_with_the_shaped_profile():
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
+         "--seeds", "1", "--max-tasks", "1", "--profile", "shaped", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=80)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout)
+    assert doc["details"]["profile"] == "shaped" and doc["summary"]["cases"] == 4
+    for case in doc["details"]["cases"]:
+        assert case["planner"]["spend_usd"] > 0

@@ -16,6 +16,7 @@ from budgets import (
     RungPlan,
     ScaleView,
     fit_segment_times,
+    plan_cost_min,
     plan_remaining,
 )
 from cloud import uniform_boot
@@ -346,6 +347,62 @@ def test_sweep_with_a_dear_first_epoch_learns_the_later_rate():
     assert result.outcome.reason == "done"
     last = result.store.plans()[-1]["inputs"]["s_per_step"]
     assert last == pytest.approx(10.0, rel=0.3)
+
+
+# -- (b') a profile that knows a run's first steps cost more ----------------------------------
+
+def test_profile_step_costs_weigh_a_runs_first_steps():
+    p = Profile(10.0, step_costs=(3.0, 2.0))
+    assert [p.step_weight(0, 1), p.step_weight(0, 3), p.step_weight(1, 4), p.step_weight(5, 9)] \
+        == [3.0, 6.0, 4.0, 4.0]
+    assert p.segment_seconds(2, restore=False) == 50.0           # steps 1-2: 30 + 20 s
+    assert p.segment_seconds(2, restore=False, start=2) == 20.0  # steps 3-4: past the table
+    assert Profile(10.0).step_weight(2, 5) == 3.0                 # no table: every step is 1
+    for bad in ((0.0,), (float("nan"),), ("x",), 3.0):
+        with pytest.raises(ValueError, match="step_costs"):
+            Profile(10.0, step_costs=bad)
+
+
+def test_the_planner_times_each_stage_at_what_its_steps_cost():
+    flat = Profile(10.0, boot=BootLatency.fixed(0))
+    warm = Profile(10.0, boot=BootLatency.fixed(0), step_costs=(4.0,))
+    shape = JobShape(9, 1, 9, 3)
+    a, b = (plan_cost_min(shape, p, GPU, deadline_s=None) for p in (flat, warm))
+    assert [(r.start_s, r.end_s) for r in a.rungs] == [(0, 90), (90, 150), (150, 210)]
+    # The first step of each of the 9 trials costs 40 s; steps 2-9 cost 10 s as before.
+    assert [(r.start_s, r.end_s) for r in b.rungs] == [(0, 360), (360, 420), (420, 480)]
+    assert b.predicted_cost_usd == pytest.approx(0.48)
+
+
+class _WarmFirstStep(Synth):
+    """Synth whose first step takes 40 s (10 s of training and 30 s of warm-up)."""
+
+    def cost_s(self, c, a, b):
+        return 10.0 * (b - a) + (30.0 if a == 0 else 0.0)
+
+
+def _warm_sweep(step_costs: tuple[float, ...]):
+    rp = Replanner(JobShape(81, 1, 27, 3),
+                   Profile(10.0, boot=BootLatency.fixed(60), step_costs=step_costs), SIM_GPU,
+                   1500.0, billing_minimum_s=60, max_workers=81)
+    plan = rp.initial()
+    return simulate(_WarmFirstStep(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+                    workers=plan.workers_for_rung(0), time_budget_s=1500.0, seed=0,
+                    boot_s=lambda rng: 60.0, scaling=FollowPlan(plan), replanner=rp)
+
+
+def test_a_sweep_reads_its_dear_first_steps_through_the_profiles_step_costs():
+    flat, warm = _warm_sweep(()), _warm_sweep((4.0,))
+    assert flat.outcome.reason == warm.outcome.reason == "done"
+    assert flat.wall_s <= 1500.0 and warm.wall_s <= 1500.0
+    first_stage = [p["inputs"]["s_per_step"] for p in warm.store.plans()
+                   if p["inputs"]["from_stage"] == 0]
+    # Seen as 40 s a step, the first steps are read as the profile's 4 x 10 s ...
+    assert first_stage and all(v == pytest.approx(10.0, rel=0.05) for v in first_stage)
+    # ... where a profile without step costs takes every later step at ~40 s, rushes the
+    # first stage onto more instances and ends far before the deadline, at more cost.
+    assert max(p["inputs"]["s_per_step"] for p in flat.store.plans()) > 30.0
+    assert warm.spend_usd < 0.85 * flat.spend_usd and warm.wall_s > flat.wall_s
 
 
 # -- (c) the cheapest feasible plan, not the fastest --------------------------------------------

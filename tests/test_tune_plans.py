@@ -91,6 +91,28 @@ def test_the_planner_may_raise_min_resource_only_when_the_sweep_leaves_it_unset(
     assert replanner_for(fixed, plan_for(fixed)).cost_budget_usd is None
 
 
+def test_a_sweeps_step_costs_reach_its_plan_and_re_planner():
+    from tuner._config import load_sweep
+    from tuner._planning import plan_for, replanner_for
+
+    def planned(**profile):
+        doc = _sweep(profile={"seconds_per_step": 10.0, "boot_s": 0, **profile})
+        doc.update(time_budget_s=3600, cost_budget_usd=5.0)
+        sweep = load_sweep(doc)
+        plan = plan_for(sweep)
+        return plan, replanner_for(sweep, plan)
+
+    flat, _ = planned()
+    warm, replanner = planned(step_costs=[4.0])
+    assert replanner.profile.step_costs == (4.0,)
+    # 9 trials' first step at 40 s, not 10 s: stage 0 takes 4x as long per trial; the
+    # stages after it train steps past the table, at 10 s.
+    span = [(r.end_s - r.start_s) * r.workers for r in (flat.rungs[0], warm.rungs[0])]
+    assert span[1] == pytest.approx(4 * span[0], rel=0.05)
+    assert [r.end_s - r.start_s for r in warm.rungs[1:]] == \
+        [r.end_s - r.start_s for r in flat.rungs[1:]]
+
+
 @pytest.mark.slow
 def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path):
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2})

@@ -278,13 +278,30 @@ SPEEDUPS = ("linear", "resnet50_cifar10", "babi_lstm", "resnet101")
 DEFAULT_BOOT_S = {"local": (2.0, 2.0), "aws": (60.0, 180.0), "gcp": (60.0, 180.0)}
 
 
+def _finite(v: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+MAX_STEP_COSTS = 100_000
+
+
 class ProfileConfig(_Section):
     """How long the trainable takes, for the planner's predictions (``budgets.Profile``).
 
     ``seconds_per_step`` on one GPU; ``setup_s`` per segment, ``restore_s`` per resumed
     segment, ``checkpoint_s`` per saved one; ``boot_s`` a VM's boot latency, a number or
     ``[low, high]`` (default: 2 s locally, ``[60, 180]`` on a cloud); ``speedup`` the measured
-    s(g) of one trial on g GPUs (HyperSched's tables) or ``linear``.
+    s(g) of one trial on g GPUs (HyperSched's tables) or ``linear``; ``step_costs`` what each
+    of a trial's first steps costs relative to a later one (e.g. ``[3, 2, 1.5]``: a first
+    epoch that warms caches), from an earlier run of the model, so the planner times each rung
+    at what its steps cost and reads the first steps a sweep sees at that shape
+    (``seconds_per_step`` is then a later step's).
     """
 
     _key: ClassVar[str] = "profile"
@@ -296,18 +313,30 @@ class ProfileConfig(_Section):
     restore_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
     boot_s: tuple[float, float] | None = None
     speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] = "linear"
+    step_costs: tuple[float, ...] = ()
+
+    @field_validator("step_costs", mode="before")
+    @classmethod
+    def _step_costs(cls, value: Any) -> tuple[float, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list | tuple) or not all(
+                _finite(v) and v > 0 for v in value):
+            raise ConfigError(
+                "profile.step_costs",
+                "expected a list of numbers > 0, what each of a trial's first steps costs "
+                f"relative to a later one (e.g. [3, 2, 1.5]); got {_given(value)}")
+        if len(value) > MAX_STEP_COSTS or any(v > MAX_PROFILE_S for v in value):
+            raise ConfigError(
+                "profile.step_costs",
+                f"expected at most {MAX_STEP_COSTS} entries, each <= {MAX_PROFILE_S:g}; "
+                f"got {len(value)} entries, the largest {max(value):g}")
+        return tuple(float(v) for v in value)
 
     @field_validator("boot_s", mode="before")
     @classmethod
     def _boot_range(cls, value: Any) -> tuple[float, float] | None:
-        def number(v: Any) -> bool:
-            if not isinstance(v, int | float) or isinstance(v, bool):
-                return False
-            try:
-                return math.isfinite(v)
-            except OverflowError:  # an int too large for a float
-                return False
-
+        number = _finite
         if value is None:
             return None
         if number(value):

@@ -170,7 +170,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._step_total = 0.0             # sum of _step_times
         # Finished segments as (steps, seconds, fresh: started the trial from step 0), for
         # fit_segment_times; and segments finished ("done") per rung index.
-        self._segment_times: list[tuple[int, float, bool]] = []
+        self._segment_times: list[tuple[float, float, bool]] = []
         self._paces = TrialPaces()         # per trial, for the re-planner
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._cut: set[str] = set()        # trials pruned from a stage while they trained
@@ -602,16 +602,20 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self._step_total += self._step_times[-1]
             steps = event.last_step - seg.start_step
             first = run.first_step_at
+            # (steps counted at what the profile's step costs say they cost, if it has them)
+            weight = self._steps_weight
             if seg.start_step == 0 and steps > 1 and first is not None and \
                     started <= first <= event.ts:
                 # A first segment of several steps tells its first step (set-up, warm-up)
                 # from the steps after it, by the time its first step was reported.
-                self._segment_times += [(1, first - started, True),
-                                        (steps - 1, event.ts - first, False)]
+                self._segment_times += [(weight(0, 1), first - started, True),
+                                        (weight(1, steps), event.ts - first, False)]
                 self._resumed_segments += 1
             else:
-                self._segment_times.append((steps, duration, seg.start_step == 0))
-            self._paces.observe(trial.trial_id, steps=event.last_step - seg.start_step,
+                self._segment_times.append((weight(seg.start_step, event.last_step), duration,
+                                            seg.start_step == 0))
+            self._paces.observe(trial.trial_id,
+                                steps=weight(seg.start_step, event.last_step),
                                 seconds=duration, fresh=seg.start_step == 0)
             self._resumed_segments += seg.start_step > 0  # (and split first segments)
             rungs = getattr(self.scheduler, "rungs", None)

@@ -56,7 +56,7 @@ class PlanningMixin:
     _started_at: float
     _deadline: float
     _step_times: list[float]
-    _segment_times: list[tuple[int, float, bool]]
+    _segment_times: list[tuple[float, float, bool]]
     _resumed_segments: int
     _replanned: tuple[int, int]
     _overdue_checked: float
@@ -135,7 +135,7 @@ class PlanningMixin:
                 or type(self.scheduler) is not SuccessiveHalving or not self.running):
             return None
         if self._work_fit[0] != len(self._segment_times):  # refitted as segments end
-            self._work_fit = (len(self._segment_times), fit_segment_times(self._segment_times))
+            self._work_fit = (len(self._segment_times), self._fit(self._segment_times))
         fit = self._work_fit[1]
         if fit is None:
             return None
@@ -148,7 +148,7 @@ class PlanningMixin:
             if run.started_at is None:
                 return None
             pace = self._paces.pace(seg.trial_id, s_per_step=rate) or 1.0
-            expected = (seg.stop_step - seg.start_step) * rate * pace \
+            expected = self._steps_weight(seg.start_step, seg.stop_step) * rate * pace \
                 + (first if seg.start_step == 0 else 0.0)
             end = run.started_at + expected
             if now > end:
@@ -201,13 +201,13 @@ class PlanningMixin:
             return
         if recheck:
             self._overdue_checked = now
-        fit = fit_segment_times(self._segment_times)
+        fit = self._fit(self._segment_times)
         late = self._overdue(now, *fit) if fit is not None else []
         if late:
             # Segments still running past what the fit predicts: the first to end are a
             # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
             # ending now, a lower bound on its time.
-            fit = fit_segment_times([*self._segment_times, *late]) or fit
+            fit = self._fit([*self._segment_times, *late]) or fit
         elif recheck:
             return
         mean = fit[0] if fit is not None else None
@@ -277,17 +277,31 @@ class PlanningMixin:
         if self.scheduler.sizes != before:
             self.store.journal_add("promote", "*", rung.trials, bracket=rung.rung)
 
+    def _fit(self, segments: list[tuple[float, float, bool]]) -> tuple[float, float] | None:
+        """:func:`budgets.fit_segment_times`; with a profile that has step costs, a trial's
+        dearer first steps are in them, so every second is fitted as (weighted) steps."""
+        costs = getattr(getattr(self.replanner, "profile", None), "step_costs", ())
+        return fit_segment_times(segments, min_resumed=math.inf if costs else 5)
+
+    def _steps_weight(self, start: int, stop: int) -> float:
+        """Steps ``start + 1 .. stop`` at what the re-planner's profile says they cost
+        relative to a later step (:meth:`budgets.Profile.step_weight`); without such a
+        profile, their number."""
+        weigh = getattr(getattr(self.replanner, "profile", None), "step_weight", None)
+        return float(weigh(start, stop)) if callable(weigh) else float(stop - start)
+
     def _overdue(self, now: float, s_per_step: float, first_s: float = 0.0
-                 ) -> list[tuple[int, float, bool]]:
+                 ) -> list[tuple[float, float, bool]]:
         """Running segments that have taken longer than ``s_per_step`` (and ``first_s`` more
         for a trial's first segment) predicts, as (steps, seconds so far, fresh) for
         :func:`budgets.fit_segment_times`."""
         out = []
         for run in self.running.values():
             seg = run.segment
-            steps = seg.stop_step - seg.start_step
-            if run.started_at is None or steps <= 0 or seg.trial_id in self._cut:
+            if run.started_at is None or seg.stop_step <= seg.start_step \
+                    or seg.trial_id in self._cut:
                 continue  # (a straggler cut from its stage is no measure of the rest)
+            steps = self._steps_weight(seg.start_step, seg.stop_step)
             elapsed = now - run.started_at
             fresh = seg.start_step == 0
             if elapsed > steps * s_per_step + (first_s if fresh else 0.0):
