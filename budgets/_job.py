@@ -84,8 +84,8 @@ def stage_time(m: int, steps: int, workers: int, trials_per_worker: int, profile
 
     The trials run in ``waves = ceil(m / (workers * trials_per_worker))`` waves; a wave lasts one
     segment, ``profile.segment_seconds(steps, gpus, restore=restore, start=start)`` (setup,
-    restore from the
-    checkpoint of the previous rung when ``restore``, the steps at ``s_per_step(1) / s(g)``, and
+    restore from the checkpoint of the previous rung when ``restore``, steps ``start + 1`` to
+    ``start + steps`` at ``s_per_step(1) / s(g)`` each, weighed by the profile's step costs, and
     the checkpoint), stretched by ``1 + straggler``: the slowest trial of a wave sets its end, and
     ``straggler`` is how much slower than the profile that slowest one is (0: no stragglers;
     RubberBand models the same effect). Waves are synchronous: stage k+1 starts once every trial

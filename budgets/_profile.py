@@ -24,7 +24,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from types import MappingProxyType
 from typing import Literal, Protocol
 
@@ -209,6 +209,7 @@ class Profile:
     _weight: float = field(default=0.0, init=False, repr=False)
     _total: float = field(default=0.0, init=False, repr=False)
     _recent: deque[float] = field(default_factory=deque, init=False, repr=False)
+    _cum: tuple[float, ...] = field(default=(0.0,), init=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = []
@@ -226,6 +227,8 @@ class Profile:
             if not all(math.isfinite(c) and c > 0 for c in self.step_costs):
                 problems.append(f"step_costs is {self.step_costs!r}, but must be finite "
                                 "numbers > 0")
+            # Prefix sums: step_weight is asked per running segment on the controller's tick.
+            self._cum = (0.0, *accumulate(self.step_costs))
         if not isinstance(self.window, int) or self.window < 1:
             problems.append(f"window is {self.window!r}, but must be an integer >= 1")
         if not isinstance(self.boot, BootLatency):
@@ -278,7 +281,8 @@ class Profile:
         if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start <= stop):
             raise ValueError(f"steps {start!r}..{stop!r} must be ints with 0 <= start <= stop")
         n = len(self.step_costs)
-        return float(sum(self.step_costs[start:min(stop, n)]) + max(0, stop - max(start, n)))
+        head = self._cum[min(stop, n)] - self._cum[min(start, n)]
+        return float(head + max(0, stop - max(start, n)))
 
     def segment_seconds(self, steps: int, gpus: float = 1, *, restore: bool = True,
                         start: int = 0) -> float:

@@ -336,13 +336,12 @@ class ProfileConfig(_Section):
     @field_validator("boot_s", mode="before")
     @classmethod
     def _boot_range(cls, value: Any) -> tuple[float, float] | None:
-        number = _finite
         if value is None:
             return None
-        if number(value):
+        if _finite(value):
             low = high = value
         elif (isinstance(value, list | tuple) and len(value) == 2
-              and all(number(v) for v in value)):
+              and all(_finite(v) for v in value)):
             low, high = value
         else:
             raise ConfigError(
