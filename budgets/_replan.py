@@ -97,10 +97,24 @@ class Replanner:
       cut back until the stage is decided). A sweep the ledger stops before its last rung
       has only half-trained results; one that promotes fewer ends its best trials.
       Lateness alone cuts nothing here (HyperSched's admission control at the deadline is
-      the controller's).
+      the controller's);
+    * and when the rest fits the budget left with room to spare, once admission has closed:
+      more promotions. The plan promotes the most trials into the next stage (up to all of
+      the current one's; ``1/eta`` of those into each later one, never fewer than halving
+      would) whose plan on time is feasible and fits the budget left, less the margin; the
+      controller widens the scheduler's stages to the plan's
+      (:meth:`tuner.schedulers.SuccessiveHalving.widen_stage`), and re-plans once more as
+      each stage's last jobs are handed out, when most of its costs are known. Admission
+      can only judge the later steps' cost, so it often leaves budget unspent; synchronous
+      halving prunes for good, and a trial ranked just below the cut (a late bloomer, which
+      ASHA's promotions let through) is what that budget buys.
 
-    Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, or a
-    resumed sweep's, is planned as it stands.
+    Budget judgements use the geometric middle of the prior's rate and the fitted one until
+    a segment of the second stage has ended: till then the fit has a trial's first steps
+    only.
+
+    Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, a
+    widened stage, or a resumed sweep's, is planned as it stands.
 
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
     :func:`plan_remaining`.
@@ -200,12 +214,14 @@ class Replanner:
         plan = self._plan(profile, paces=paces, sizes=sizes, **at)
         if self.cost_budget_usd is None:
             return plan
-        # SEER's problem online. In the first stage, the steps to come are not those seen (a
-        # trial's first epochs are often its dearest), so whether the rest fits the budget is
-        # judged between the prior and what was seen; the plan followed keeps what was seen
-        # (the deadline). Later stages have seen resumed segments and are judged on them; the
-        # ledger keeps spend within the budget whatever the judgement.
-        judge = self._hedged(profile, gpus) if view.stage == 0 else profile
+        # SEER's problem online. Until a segment of the second stage has ended, the steps to
+        # come are not those seen (a trial's first epochs are often its dearest), so whether
+        # the rest fits the budget is judged between the prior and what was seen; the plan
+        # followed keeps what was seen (the deadline). Later stages have seen resumed segments
+        # and are judged on them; the ledger keeps spend within the budget whatever the
+        # judgement.
+        first_seen = view.stage == 0 or (view.stage == 1 and view.stage_done == 0)
+        judge = self._hedged(profile, gpus) if first_seen else profile
         if view.stage == 0 and view.started < self.shape.num_trials:
             return self._admit(view, profile, judge, plan, at)
         # Whether the rest is affordable is judged on its cheapest plan: the plan followed
@@ -214,7 +230,7 @@ class Replanner:
         # AlexNet curves it predicted 1.6x what the last stages then cost). Lateness alone
         # cuts nothing here: fewer promotions would not buy the time back.
         if self._affordable(self._plan(judge, paces=paces, sizes=sizes, free=True, **at), view):
-            return plan
+            return self._promote_more(view, profile, judge, sizes, paces, at) or plan
         return self._promote_fewer(view, profile, judge, sizes, paces, at) or plan
 
     def _admit(self, view: ReplanView, profile: Profile, judge: Profile, plan: Plan,
@@ -285,12 +301,50 @@ class Replanner:
             return None
         return self._plan(profile, paces=paces, sizes=cut(pick), **at)
 
+    def _promote_more(self, view: ReplanView, profile: Profile, judge: Profile,
+                      sizes: list[int], paces: list[tuple[float, float]] | None,
+                      at: dict[str, Any]) -> Plan | None:
+        """The rest fits the budget left with room to spare: the plan that promotes the most
+        trials into the next stage (``1/eta`` of those into each later one, never fewer than
+        ``sizes``), up to all of the current stage's, whose plan on time (``judge``'s rate,
+        the margin kept) is feasible and fits the budget left. Synchronous halving prunes
+        for good at each rung, so a trial ranked just below the cut (a late bloomer, which
+        ASHA's promotions let through) is given its next rung with what admission left
+        unspent. None when it promotes no more than ``sizes`` (or there is no later stage).
+        The plan returned is the one to follow."""
+        stage = at["stage"]
+        if stage + 1 >= len(sizes) or view.stage != stage:
+            return None
+        eta = self.shape.reduction_factor
+
+        def wider(p: int) -> list[int]:
+            out = list(sizes[:stage + 1])
+            for j, natural in enumerate(sizes[stage + 1:]):
+                out.append(min(out[-1], max(natural, p // eta ** j)))
+            return out
+
+        natural, most = sizes[stage + 1], sizes[stage]
+        pick = natural
+        lo, hi = natural + 1, most   # promoting p fits for p <= lo? (bisection)
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self._fits(self._plan(judge, paces=paces, sizes=wider(mid), **at), view):
+                pick, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if pick <= natural:
+            return None
+        return self._plan(profile, paces=paces, sizes=wider(pick), **at)
+
     def _sizes(self, view: ReplanView, shape: JobShape | None = None) -> list[int]:
-        """Trials per stage: the shape's, no more than the scheduler's (``view``)."""
+        """Trials per stage: the shape's, no more than the scheduler's (``view``); the
+        stages the scheduler has decided after the first (``view.stage``), as it runs them
+        (they may have promoted more than the shape's ``1/eta``)."""
         own = (shape or self.shape).stage_sizes()
         if len(view.stage_sizes) != len(own):
             return own
-        return [max(1, min(a, int(b))) for a, b in zip(own, view.stage_sizes, strict=True)]
+        return [int(b) if 0 < k <= view.stage else max(1, min(a, int(b)))
+                for k, (a, b) in enumerate(zip(own, view.stage_sizes, strict=True))]
 
     def _hedged(self, profile: Profile, gpus: int) -> Profile:
         """``profile`` with its seconds per step at the geometric middle of the prior's and

@@ -118,6 +118,28 @@ def test_a_stage_limited_by_a_replan_is_journaled_and_replayed(tmp_path):
                                           "bracket": 1}])
 
 
+def test_a_stage_widened_by_a_replan_is_journaled_and_replayed(tmp_path):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+    original = SuccessiveHalving(1, 9, 3, "max", 9)
+    for i in range(9):
+        job = original.next_job(f"t{i}")
+        store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket, flag=job.new)
+    store.journal_add("widen", "*", 5, bracket=1)  # as the controller writes it
+    original.widen_stage(1, 5)
+    for i in range(9):
+        store.journal_add("rung", f"t{i}", 1, i / 10)
+        original.on_rung(f"t{i}", 1, i / 10)
+    rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
+    replay(rebuilt, store.journal())
+    assert rebuilt.sizes == original.sizes == [9, 5, 1]
+    assert [rebuilt.next_job("y") for _ in range(6)] == [original.next_job("y")
+                                                         for _ in range(6)]
+    with pytest.raises(RestoreError, match="cannot widen"):
+        replay(ASHA(1, 9, 3, "max", 9), [{"kind": "widen", "trial_id": "*", "step": 5,
+                                          "bracket": 1}])
+
+
 def test_a_journal_from_another_scheduler_is_refused(tmp_path):
     store = Store(tmp_path)
     store.create_experiment("e", "e", {}, "m", "max", None, None)

@@ -521,6 +521,35 @@ def test_sha_promotes_no_more_than_a_stage_is_limited_to():
     assert other.sizes == [12, 2, 1] and other.natural_sizes == [12, 4, 1]
 
 
+def test_sha_promotes_more_than_a_third_into_a_widened_stage():
+    sha = SuccessiveHalving(1, 27, 3)                 # rungs 1/3/9/27, sizes 27/9/3/1
+    jobs = [sha.next_job(f"t{i}") for i in range(26)]
+    assert not sha.handed_out()                       # a 27th trial is still to start
+    jobs.append(sha.next_job("t26"))
+    sha.widen_stage(1, 12)
+    assert sha.sizes == [27, 12, 4, 1]
+    sha.widen_stage(1, 5)                             # never fewer than halving's 9
+    assert sha.sizes == [27, 9, 3, 1]
+    sha.widen_stage(2, 7)                             # a later stage: at most the one before
+    assert sha.sizes == [27, 9, 7, 2]
+    sha.widen_stage(1, 12)
+    assert sha.handed_out()                           # every job of stage 0 is out
+    for i, job in enumerate(jobs):
+        sha.on_rung(job.trial_id, 1, float(i))
+    assert not sha.handed_out()                       # stage 1's promotions are to start
+    # The best twelve, best first; the other 15 are pruned.
+    assert [sha.next_job("x").trial_id for _ in range(12)] == [f"t{i}" for i in range(26, 14, -1)]
+    assert sha.next_job("x") is None
+    assert sum(sha.status(f"t{i}") is TrialStatus.PRUNED for i in range(27)) == 15
+    assert sha.handed_out()
+    assert sha.natural_sizes == [27, 9, 3, 1] and sha.sizes == [27, 12, 4, 1]
+    for bad in (1, 4, True, "2"):                     # decided, past the end, not an int
+        with pytest.raises(ValueError, match="stage"):
+            sha.widen_stage(bad, 5)
+    with pytest.raises(ValueError, match="trials"):
+        sha.widen_stage(2, 0)
+
+
 def test_sha_decides_a_stage_without_its_stragglers_only_when_enough_have_reached_it():
     sha = SuccessiveHalving(1, 9, 3)                  # rungs 1/3/9, sizes 9/3/1
     jobs = [sha.next_job(f"t{i}") for i in range(9)]

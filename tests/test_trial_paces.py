@@ -176,6 +176,53 @@ def test_a_sweep_that_no_longer_fits_its_budget_admits_fewer_trials():
     assert len(finals) == max(1, promoted[2] // 3) == 1
 
 
+def test_the_second_stage_is_judged_between_prior_and_seen_until_one_of_its_segments_ends():
+    # Rungs 1/3/9, 27 trials, the prior 10 s a step, the first stage seen at 40 s (a first
+    # epoch is often a run's dearest); $0.90 to spend at $3.6/h. Until a stage-1 segment
+    # ends, the steps to come are judged at the geometric middle, 20 s: stage 1 costs $0.36
+    # and each trial promoted into stage 2 $0.12, so 4 go on. Once one has ended, the fit is
+    # the later steps' own: at 40 s stage 1 alone costs $0.72 (less the one done), and a
+    # single trial goes on.
+    def replan(stage_done: int) -> list[int]:
+        rp = Replanner(JobShape(27, 1, 9, 3),
+                       Profile(10.0, prior_weight=0, boot=BootLatency.fixed(0)), GPU, None,
+                       cost_budget_usd=1.0, billing_minimum_s=0)
+        plan = rp(ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1,
+                             observed_s_per_step=40.0, observations=27, spent_usd=0.0,
+                             started=27, stage_sizes=(27, 9, 3), stage_done=stage_done))
+        return [r.trials for r in plan.rungs]
+
+    assert replan(0) == [9, 4]
+    assert replan(1) == [8, 1]
+
+
+def _spare_budget_sweep(budget: float):
+    # The planner's 10 s a step is Synth's: 27 trials to 27 steps (rungs 1/3/9/27) are 81
+    # steps of halving, $0.225 at $1/h before boots.
+    rp = Replanner(JobShape(27, 1, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)),
+                   SIM_GPU, 3000.0, cost_budget_usd=budget, billing_minimum_s=60)
+    plan = rp.initial()
+    return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=27,
+                    workers=max(1, plan.workers_for_rung(0)), time_budget_s=3000.0,
+                    cost_budget_usd=budget, seed=0, boot_s=lambda rng: 60.0,
+                    scaling=FollowPlan(plan), replanner=rp)
+
+
+def test_a_sweep_with_budget_to_spare_promotes_more_trials():
+    # With budget to spare the re-plan made as the first stage's last jobs are handed out
+    # promotes more than a third of its trials (journaled), and the sweep still ends, within
+    # the budget; with more budget, more trials go on.
+    promoted = {}
+    for budget in (0.4, 0.6):
+        r = _spare_budget_sweep(budget)
+        assert r.outcome.reason == "done" and r.budget_respected and r.spend_usd <= budget
+        widened = {e["bracket"]: e["step"] for e in r.store.journal() if e["kind"] == "widen"}
+        resumed = [s for s in r.store.segments() if s["stop_step"] == 3 and s["state"] == "done"]
+        assert widened.get(1, 0) > 9 and len(resumed) == widened[1]
+        promoted[budget] = len(resumed)
+    assert promoted[0.4] < promoted[0.6]
+
+
 def test_the_replanner_shrinks_no_lower_than_the_trials_started():
     shape = JobShape(81, 1, 27, 3)
     rp = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
@@ -263,12 +310,39 @@ def test_a_later_stage_short_of_budget_promotes_fewer_trials():
     assert replan(0.6) == [9, 3]        # $0.4 left less the margin: $0.36, all of it fits
     assert replan(0.65) == [9, 2]       # $0.315: 180 s + 2 x 60 s
     assert replan(0.8) == [9, 1]        # $0.18: none fits; the best one still goes on
-    # A stage already cut is planned as the scheduler runs it.
+    # A stage already cut is planned as the scheduler runs it ($0.27 left less the margin:
+    # one more promotion would cost $0.30).
     rp = Replanner(shape, profile, GPU, None, cost_budget_usd=1.0, billing_minimum_s=0)
     plan = rp(ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1, observed_s_per_step=10.0,
-                         observations=27, spent_usd=0.0, started=27, stage_sizes=(27, 9, 1)))
+                         observations=27, spent_usd=0.7, started=27, stage_sizes=(27, 9, 1)))
     assert [r.trials for r in plan.rungs] == [9, 1]
     assert plan.predicted_cost_usd == pytest.approx(0.24)
+
+
+def test_a_later_stage_with_budget_to_spare_promotes_more_trials():
+    # Rungs 1/3/9, 27 trials, 10 s a step ($0.01 a step at $3.6/h), no boot or billing
+    # minimum: stage 1 (9 trials x 2 steps) costs $0.18, each trial promoted into stage 2
+    # (6 steps) $0.06.
+    shape = JobShape(27, 1, 9, 3)
+    profile = Profile(10.0, boot=BootLatency.fixed(0))
+
+    def replan(spent: float, deadline_s: float | None = None, **kw: int) -> list[int]:
+        rp = Replanner(shape, profile, GPU, deadline_s, cost_budget_usd=1.0,
+                       billing_minimum_s=0, **kw)
+        plan = rp(ReplanView(now=0.0, elapsed_s=300.0, stage=1, live=1,
+                             observed_s_per_step=10.0, observations=27, spent_usd=spent,
+                             started=27, stage_sizes=(27, 9, 3)))
+        assert plan.num_trials == 27 and rp.shape.num_trials == 27
+        return [r.trials for r in plan.rungs]
+
+    assert replan(0.6) == [9, 3]        # $0.36 to spend: 3 promoted ($0.36), as halving does
+    assert replan(0.5) == [9, 4]        # $0.45: 4 ($0.42)
+    assert replan(0.3) == [9, 7]        # $0.63: 7 ($0.60)
+    assert replan(0.0) == [9, 9]        # $0.90: all of stage 1 ($0.72)
+    # Only as many as also end on time: on 3 workers stage 1 takes 3 waves of 20 s and
+    # stage 2 a 60 s wave per 3 trials; with 200 s left, less 10 % kept free, 2 waves fit.
+    assert replan(0.0, deadline_s=500.0, max_workers=3) == [9, 6]
+    assert replan(0.0, deadline_s=600.0, max_workers=3) == [9, 9]
 
 
 def test_first_segments_alone_scale_the_prior_rate_and_first_cost_together():

@@ -188,6 +188,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._queued = False               # a job waited for a free slot
         self._stage = 0                    # highest rung index a segment was started for
         self._replanned = (0, 0)           # (stage, step times seen) at the last re-plan
+        self._closing = -1                 # the last stage re-planned once all its jobs ran
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._last_scale = -math.inf
         self._launch_backlog = 0

@@ -2,7 +2,7 @@
 
 The controller writes every call that changes its scheduler's state to the store (a job it
 committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
-early, a stage's promotions limited) in order.
+early, a stage's promotions limited or widened) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -55,6 +55,12 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                    "limit a stage's promotions")
             limit(int(e["bracket"]), int(e["step"]))
+        elif kind == "widen":
+            widen = getattr(scheduler, "widen_stage", None)
+            if widen is None:
+                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                                   "widen a stage's promotions")
+            widen(int(e["bracket"]), int(e["step"]))
         elif kind == "limit":
             pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:

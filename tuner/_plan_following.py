@@ -59,6 +59,7 @@ class PlanningMixin:
     _segment_times: list[tuple[float, float, bool]]
     _resumed_segments: int
     _replanned: tuple[int, int]
+    _closing: int
     _overdue_checked: float
     _admission_closed: bool
     _admit_limit: int | None
@@ -190,10 +191,16 @@ class PlanningMixin:
     def _replan(self, now: float) -> None:
         """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds
         per step have drifted more than ``DRIFT`` from what the plan assumed (once per new
-        observation), and follow it."""
+        observation), and follow it. A sweep whose shape the planner chose (the re-planner
+        has the cost budget) is also re-planned once per synchronous stage when all of the
+        stage's jobs have been handed out: the last moment the stage's promotions can still
+        change, with most of its costs seen."""
         assert self.replanner is not None
         seen = len(self._step_times)
-        new_info = seen > self._replanned[1] or self._stage > self._replanned[0]
+        closing = self._closing_stage()
+        if closing:
+            self._closing = self._stage
+        new_info = seen > self._replanned[1] or self._stage > self._replanned[0] or closing
         # Between segment ends, the ones still running are looked at now and then.
         recheck = (not new_info and bool(self._segment_times) and bool(self.running)
                    and now - self._overdue_checked >= OVERDUE_CHECK_TICKS * self.settings.tick_s)
@@ -215,10 +222,10 @@ class PlanningMixin:
         assumed = plan.inputs.get("s_per_step") if isinstance(plan, Plan) else None
         drifted = (mean is not None and bool(assumed) and (seen > self._replanned[1] or recheck)
                    and abs(mean / assumed - 1.0) > DRIFT)
-        if self._stage <= self._replanned[0] and not drifted:
+        if self._stage <= self._replanned[0] and not drifted and not closing:
             return
         live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
-        if (self._stage <= self._replanned[0] and mean is not None and assumed
+        if (self._stage <= self._replanned[0] and not closing and mean is not None and assumed
                 and mean < assumed and self._done_at_rung.get(self._stage, 0) < live):
             # Quicker than planned, but within a stage whose first wave has not ended: the
             # first segments to end are its quickest (survivorship), so no fewer instances
@@ -249,6 +256,17 @@ class PlanningMixin:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
 
+    def _closing_stage(self) -> bool:
+        """Whether the current stage is to be re-planned now as it closes (see
+        :meth:`_replan`): a cost budget, a synchronous stage before the last whose jobs have
+        all been handed out, and not done yet for this stage."""
+        if (getattr(self.replanner, "cost_budget_usd", None) is None
+                or type(self.scheduler) is not SuccessiveHalving):
+            return False
+        stage = self.scheduler.stage
+        return (stage == self._stage and self._closing < stage < len(self.scheduler.rungs) - 1
+                and bool(self.running) and self.scheduler.handed_out())
+
     def _stage_sizes(self) -> tuple[int, ...]:
         """Trials per stage for :class:`budgets.ReplanView`: as decided up to the current
         stage, as successive halving sizes them after it (the re-planner's cuts are its own
@@ -262,9 +280,10 @@ class PlanningMixin:
 
     def _limit_promotions(self, plan: Plan) -> None:
         """Promote into the next stage as many trials as ``plan`` runs in it (a re-plan that
-        cuts promotions to stay within the cost budget, or gives a cut back), journaled so a
-        resumed sweep keeps it."""
+        cuts promotions to stay within the cost budget, gives a cut back, or promotes more
+        than ``1/eta`` with budget to spare), journaled so a resumed sweep keeps it."""
         limit = getattr(self.scheduler, "limit_stage", None)
+        widen = getattr(self.scheduler, "widen_stage", None)
         sizes = getattr(self.scheduler, "sizes", None)
         if not callable(limit) or sizes is None:
             return
@@ -273,9 +292,11 @@ class PlanningMixin:
         if rung is None:
             return
         before = list(sizes)
-        limit(rung.rung, rung.trials)
+        more = callable(widen) and rung.trials > self.scheduler.natural_sizes[rung.rung]
+        (widen if more else limit)(rung.rung, rung.trials)
         if self.scheduler.sizes != before:
-            self.store.journal_add("promote", "*", rung.trials, bracket=rung.rung)
+            self.store.journal_add("widen" if more else "promote", "*", rung.trials,
+                                   bracket=rung.rung)
 
     def _fit(self, segments: list[tuple[float, float, bool]]) -> tuple[float, float] | None:
         """:func:`budgets.fit_segment_times`; with a profile that has step costs, a trial's

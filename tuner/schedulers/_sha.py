@@ -129,13 +129,50 @@ class SuccessiveHalving(_RungScheduler):
             cap = max(1, trials // self.reduction_factor ** (k - stage))
             self.sizes[k] = min(natural[k], cap)
 
+    def widen_stage(self, stage: int, trials: int) -> None:
+        """Promote ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage into
+        the next from there on, never fewer than :attr:`natural_sizes` nor more than the
+        stage before has: a sweep with budget to spare gives the trials ranked just below
+        the cut their next rung (a late bloomer pruned early is what synchronous halving
+        loses against ASHA). Only a stage not decided yet can be widened; a later call, or a
+        :meth:`limit_stage`, replaces an earlier one.
+
+        >>> sha = SuccessiveHalving(min_resource=1, max_resource=27, reduction_factor=3)
+        >>> sha.widen_stage(1, 15)
+        >>> sha.sizes
+        [27, 15, 5, 1]
+        >>> sha.widen_stage(1, 99)
+        >>> sha.sizes
+        [27, 27, 9, 3]
+        >>> sha.limit_stage(1, 9)
+        >>> sha.sizes
+        [27, 9, 3, 1]
+        """
+        if isinstance(stage, bool) or not isinstance(stage, int) \
+                or not self._stage < stage < len(self.rungs):
+            raise ValueError(f"stage is {stage!r}, but must be a stage not decided yet, an int "
+                             f"in ({self._stage}, {len(self.rungs)})")
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
+        natural = self.natural_sizes
+        self.sizes[stage] = min(self.sizes[stage - 1], max(natural[stage], trials))
+        for k in range(stage + 1, len(self.rungs)):
+            cap = max(1, self.sizes[stage] // self.reduction_factor ** (k - stage))
+            self.sizes[k] = min(self.sizes[k - 1], max(natural[k], cap))
+
+    def handed_out(self) -> bool:
+        """Whether every job of the current stage has been handed out (no new trial, lost
+        segment or promotion is still to start): the stage waits only for the segments
+        running, and its promotions can still be changed (:meth:`limit_stage`,
+        :meth:`widen_stage`) until the last of them reports."""
+        return self._all_started() and not self._lost and not self._ready
+
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
         training in it, when at least enough others have reached its rung to fill the next
         stage, and every job of the stage has been handed out (no new trial, lost segment or
         promotion is still to start); else none."""
-        if (self._stage >= len(self.rungs) - 1 or not self._all_started() or self._lost
-                or self._ready):
+        if self._stage >= len(self.rungs) - 1 or not self.handed_out():
             return []
         rung = self.rungs[self._stage]
         members = [self._trials[t] for t in self._members]
