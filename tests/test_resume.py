@@ -96,18 +96,25 @@ def test_a_stage_decided_early_is_journaled_and_replayed(tmp_path):
         replay(ASHA(1, 9, 3, "max", 9), [{"kind": "decide", "trial_id": "*"}])
 
 
-def test_a_stage_limited_by_a_replan_is_journaled_and_replayed(tmp_path):
+def _resized_stage(tmp_path, kind: str, trials: int) -> tuple[Store, SuccessiveHalving]:
+    # 9 trials to rung 1 of 1/3/9, stage 1 resized to ``trials`` as the controller journals
+    # it (``kind``), then every trial's rung-1 report.
     store = Store(tmp_path)
     store.create_experiment("e", "e", {}, "m", "max", None, None)
     original = SuccessiveHalving(1, 9, 3, "max", 9)
     for i in range(9):
         job = original.next_job(f"t{i}")
         store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket, flag=job.new)
-    store.journal_add("promote", "*", 1, bracket=1)  # as the controller writes it
-    original.limit_stage(1, 1)
+    store.journal_add(kind, "*", trials, bracket=1)
+    (original.limit_stage if kind == "promote" else original.widen_stage)(1, trials)
     for i in range(9):
         store.journal_add("rung", f"t{i}", 1, i / 10)
         original.on_rung(f"t{i}", 1, i / 10)
+    return store, original
+
+
+def test_a_stage_limited_by_a_replan_is_journaled_and_replayed(tmp_path):
+    store, original = _resized_stage(tmp_path, "promote", 1)
     rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
     replay(rebuilt, store.journal())
     assert rebuilt.sizes == original.sizes == [9, 1, 1]
@@ -119,17 +126,7 @@ def test_a_stage_limited_by_a_replan_is_journaled_and_replayed(tmp_path):
 
 
 def test_a_stage_widened_by_a_replan_is_journaled_and_replayed(tmp_path):
-    store = Store(tmp_path)
-    store.create_experiment("e", "e", {}, "m", "max", None, None)
-    original = SuccessiveHalving(1, 9, 3, "max", 9)
-    for i in range(9):
-        job = original.next_job(f"t{i}")
-        store.journal_add("job", job.trial_id, job.to_step, bracket=job.bracket, flag=job.new)
-    store.journal_add("widen", "*", 5, bracket=1)  # as the controller writes it
-    original.widen_stage(1, 5)
-    for i in range(9):
-        store.journal_add("rung", f"t{i}", 1, i / 10)
-        original.on_rung(f"t{i}", 1, i / 10)
+    store, original = _resized_stage(tmp_path, "widen", 5)
     rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
     replay(rebuilt, store.journal())
     assert rebuilt.sizes == original.sizes == [9, 5, 1]

@@ -18,6 +18,10 @@ from typing import Any
 
 from tuner.schedulers import Scheduler
 
+# Journal kinds that resize a stage's promotions: the scheduler method each replays, and
+# what it does (for the error when the scheduler has none).
+_RESIZES = {"promote": ("limit_stage", "limit"), "widen": ("widen_stage", "widen")}
+
 
 class RestoreError(RuntimeError):
     """The journal does not replay into this scheduler (the message says where it diverged)."""
@@ -49,18 +53,13 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                    "decide a stage early")
             decide()
-        elif kind == "promote":
-            limit = getattr(scheduler, "limit_stage", None)
-            if limit is None:
+        elif kind in _RESIZES:
+            name, verb = _RESIZES[kind]
+            resize = getattr(scheduler, name, None)
+            if resize is None:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
-                                   "limit a stage's promotions")
-            limit(int(e["bracket"]), int(e["step"]))
-        elif kind == "widen":
-            widen = getattr(scheduler, "widen_stage", None)
-            if widen is None:
-                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
-                                   "widen a stage's promotions")
-            widen(int(e["bracket"]), int(e["step"]))
+                                   f"{verb} a stage's promotions")
+            resize(int(e["bracket"]), int(e["step"]))
         elif kind == "limit":
             pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:

@@ -118,12 +118,7 @@ class SuccessiveHalving(_RungScheduler):
         >>> sha.sizes
         [27, 9, 3, 1]
         """
-        if isinstance(stage, bool) or not isinstance(stage, int) \
-                or not self._stage < stage < len(self.rungs):
-            raise ValueError(f"stage is {stage!r}, but must be a stage not decided yet, an int "
-                             f"in ({self._stage}, {len(self.rungs)})")
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
+        self._check_resize(stage, trials)
         natural = self.natural_sizes
         for k in range(stage, len(self.rungs)):
             cap = max(1, trials // self.reduction_factor ** (k - stage))
@@ -148,17 +143,22 @@ class SuccessiveHalving(_RungScheduler):
         >>> sha.sizes
         [27, 9, 3, 1]
         """
+        self._check_resize(stage, trials)
+        natural = self.natural_sizes
+        self.sizes[stage] = min(self.sizes[stage - 1], max(natural[stage], trials))
+        for k in range(stage + 1, len(self.rungs)):
+            cap = max(1, self.sizes[stage] // self.reduction_factor ** (k - stage))
+            self.sizes[k] = min(self.sizes[k - 1], max(natural[k], cap))
+
+    def _check_resize(self, stage: int, trials: int) -> None:
+        """The arguments of :meth:`limit_stage` and :meth:`widen_stage`: a stage not decided
+        yet, and a number of trials >= 1."""
         if isinstance(stage, bool) or not isinstance(stage, int) \
                 or not self._stage < stage < len(self.rungs):
             raise ValueError(f"stage is {stage!r}, but must be a stage not decided yet, an int "
                              f"in ({self._stage}, {len(self.rungs)})")
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials is {trials!r}, but must be an int >= 1")
-        natural = self.natural_sizes
-        self.sizes[stage] = min(self.sizes[stage - 1], max(natural[stage], trials))
-        for k in range(stage + 1, len(self.rungs)):
-            cap = max(1, self.sizes[stage] // self.reduction_factor ** (k - stage))
-            self.sizes[k] = min(self.sizes[k - 1], max(natural[k], cap))
 
     def handed_out(self) -> bool:
         """Whether every job of the current stage has been handed out (no new trial, lost
