@@ -13,7 +13,7 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   ``wall_s`` of a ``Static(n)`` run with the same seed (so it includes one boot latency).
 - policies: the planner (``Replanner``: an initial ``plan_remaining``/``plan_cost_min`` plan,
   re-planned by the controller at rung boundaries and when step times drift, followed with
-  ``FollowPlan``; its re-plans' solve times count in ``plan_solve_s_p95``); Static-min (the
+  ``FollowPlan``; its re-plans' times count in ``replan_s_p95``); Static-min (the
   smallest fixed cluster that finishes by the deadline, found in hindsight by bisection over
   1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
   GPU-seconds of the planner run's segments at the per-GPU price).
@@ -21,6 +21,14 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   with its number of trials) against ASHA with n trials on the largest fixed cluster whose
   price for the whole deadline fits the budget (at least one worker: where not even one fits,
   the cost budget ends that ASHA sweep early); a win is a best value at least as good.
+
+- solve times, per task, for a job of 1,000 trials (the size the targets name):
+  ``plan_solve_s_p95`` over its ``plan_cost_min`` plans at the four deadline factors (of the
+  planner's own fastest plan), its ``plan_accuracy_max`` plans at the three budget factors and
+  its sweeps' initial plans; ``replan_s_p95`` over every re-plan, each a whole ``Replanner``
+  call as the controller makes it, of the sweeps above and of two replayed sweeps of the
+  1,000-trial job (3x deadline, without a cost budget and with 0.75x its plan's cost; skipped
+  with ``--quick``).
 
 A policy "meets the deadline" when its sweep *finished* (outcome ``done``) by the deadline: a
 sweep cut off at the deadline ends on time but did not do the job. Static and naive runs do not
@@ -63,6 +71,7 @@ from budgets import (  # noqa: E402
     BootLatency,
     FollowPlan,
     InstanceType,
+    Plan,
     PriceBook,
     Profile,
     ReleaseIdle,
@@ -73,7 +82,7 @@ from budgets import (  # noqa: E402
     load_curves,
     per_gpu_hour,
 )
-from budgets._planner import JobShape, plan_accuracy_max  # noqa: E402
+from budgets._planner import JobShape, plan_accuracy_max, plan_cost_min  # noqa: E402
 from cloud import SimInstanceType, uniform_boot  # noqa: E402
 from tuner._simulate import SimResult, simulate  # noqa: E402
 
@@ -82,6 +91,7 @@ BUDGET_FACTORS = (0.75, 1.0, 1.5)
 ETA = 3
 MAX_TRIALS = 81
 MAX_RESOURCE = 27
+THOUSAND = 1000               # the job whose solve times the targets name
 BOOT = BootLatency(60.0, 180.0)
 BOOTS_PER_TRIAL = 10          # a full trial shorter than this many mean boots is slowed down
 STEP_NOISE = 0.2
@@ -95,6 +105,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "budget_overruns": ("<=", 0),
     "accuracy_win_frac_vs_asha_fixed": (">=", 0.8),
     "plan_solve_s_p95": ("<=", 1.0),
+    "replan_s_p95": ("<=", 0.1),
 }
 
 
@@ -255,6 +266,15 @@ def sha_scheduler(task: Task) -> dict[str, Any]:
             "reduction_factor": ETA}
 
 
+def task_profile(task: Task, kind: str) -> Profile:
+    """The planners' profile of ``task`` (``--profile``)."""
+    if kind == "fitted":
+        return Profile(task.fit_s_per_step, first_segment_s=task.fit_first_s, boot=BOOT)
+    if kind == "shaped":
+        return Profile(task.shaped_s_per_step, step_costs=task.step_costs, boot=BOOT)
+    return Profile(task.s_per_step, boot=BOOT)
+
+
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   straggler: float = 0.0, profile_kind: str = "median",
                   raise_min: bool = True) -> dict[str, Any]:
@@ -268,7 +288,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
     n = task.num_trials
     shape = JobShape(num_trials=n, min_resource=1, max_resource=task.max_resource,
                      reduction_factor=ETA)
-    solve_s: list[float] = []
+    solve_s: list[float] = []     # the plans made before a sweep starts
+    replan_s: list[float] = []    # the re-plans of the sweeps under way (whole calls)
     sims = 0
 
     def sim(**kw: Any) -> tuple[SimResult | None, str | None]:
@@ -302,11 +323,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         return lo
 
     def profile() -> Profile:
-        if profile_kind == "fitted":
-            return Profile(task.fit_s_per_step, first_segment_s=task.fit_first_s, boot=BOOT)
-        if profile_kind == "shaped":
-            return Profile(task.shaped_s_per_step, step_costs=task.step_costs, boot=BOOT)
-        return Profile(task.s_per_step, boot=BOOT)
+        return task_profile(task, profile_kind)
 
     base = static_run(n)
     naive_r, naive_err = sim(scheduler=sched_sha, num_trials=n, workers=n,
@@ -326,12 +343,12 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                        scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline)
         prun = _run_summary(pr, perr)
         replans = pr.store.plans()[1:] if pr is not None else []
-        solve_s.extend(p["inputs"]["solve_s"] for p in replans)
+        replan_s.extend(p["inputs"]["solve_s"] for p in replans)
         gpu_s = _gpu_seconds(pr) if pr is not None else None
         prun.update(met=_met(prun, deadline), plan_feasible=plan.feasible,
                     plan_workers=[r.workers for r in plan.rungs],
                     predicted_cost_usd=plan.predicted_cost_usd,
-                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1 - len(replans)],
+                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1],
                     replans=len(replans),
                     gpu_s=gpu_s,
                     lower_bound_usd=None if gpu_s is None else gpu_s * price / 3600.0)
@@ -384,6 +401,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                                    scaling=FollowPlan(aplan), replanner=areplanner,
                                    time_budget_s=deadline, cost_budget_usd=budget)
                     arun = _run_summary(ar, aerr)
+                    if ar is not None:
+                        replan_s.extend(p["inputs"]["solve_s"] for p in ar.store.plans()[1:])
                 else:
                     arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
                 arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
@@ -414,8 +433,65 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                       "static_max": smax, "naive": nv, "ratios": ratios,
                       "accuracy": accuracy})
     return {"task": task.name, "seed": seed, "cases": cases, "solve_s": solve_s,
-            "simulations": sims, "elapsed_s": time.perf_counter() - t0,
+            "replan_s": replan_s, "simulations": sims, "elapsed_s": time.perf_counter() - t0,
             "static_runs": {str(w): v for w, v in sorted(static.items())}}
+
+
+def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: float = 0.0,
+                 profile_kind: str = "median", raise_min: bool = True,
+                 sweeps: bool = True) -> dict[str, Any]:
+    """Solve times for a job of ``THOUSAND`` trials on ``task``'s profile (the size the
+    targets name; the benchmark's own jobs have 81): ``plan_cost_min`` at each deadline factor
+    of the planner's own fastest plan, and ``plan_accuracy_max`` (up to ``THOUSAND`` trials)
+    at each budget factor of the cheapest on-time plan's predicted cost at 3x; with
+    ``sweeps``, two sweeps of the job replayed at the 3x deadline (seed 0), without a cost
+    budget and with 0.75x that cost, whose re-plans are timed as the controller makes them
+    (each a whole :class:`budgets.Replanner` call). The task's configurations repeat after
+    its count (the sampler cycles through them): these sweeps time the planner, they are not
+    scored."""
+    t0 = time.perf_counter()
+    prof = task_profile(task, profile_kind)
+    shape = JobShape(THOUSAND, 1, task.max_resource, ETA)
+    kw: dict[str, Any] = dict(billing_minimum_s=BILLING_MINIMUM_S, straggler=straggler)
+    fastest = plan_cost_min(shape, prof, itype, 1e-9, **kw).predicted_wall_s
+    plan_s: list[float] = []
+    plans: dict[str, Plan] = {}
+    for f in FACTORS:
+        t = time.perf_counter()
+        plans[factor_key(f)] = plan_cost_min(shape, prof, itype, f * fastest, **kw)
+        plan_s.append(time.perf_counter() - t)
+    deadline, cost = 3.0 * fastest, plans["3"].predicted_cost_usd
+    for bf in BUDGET_FACTORS:
+        t = time.perf_counter()
+        plan_accuracy_max(1, task.max_resource, ETA, prof, itype, deadline, bf * cost,
+                          max_trials=THOUSAND, raise_min_resource=raise_min, **kw)
+        plan_s.append(time.perf_counter() - t)
+    replan_s: list[float] = []
+    runs = []
+    if sweeps:
+        curves = load_curves(data_dir, task.name)
+        for budget in (None, 0.75 * cost):
+            replanner = Replanner(shape, prof, itype, deadline, cost_budget_usd=budget,
+                                  max_workers=THOUSAND, **kw)
+            plan = replanner.initial()
+            plan_s.append(plan.inputs["solve_s"])
+            try:
+                r = simulate(curves, **sim_setting(curves, task, 0, itype),
+                             scheduler=sha_scheduler(task), num_trials=THOUSAND,
+                             workers=max(1, plan.workers_for_rung(0)),
+                             scaling=FollowPlan(plan), replanner=replanner,
+                             time_budget_s=deadline, cost_budget_usd=budget)
+            except RuntimeError as exc:
+                runs.append({"cost_budget_usd": budget, "error": f"{exc}"})
+                continue
+            times = [p["inputs"]["solve_s"] for p in r.store.plans()[1:]]
+            replan_s += times
+            runs.append({"cost_budget_usd": budget, "reason": r.outcome.reason,
+                         "trials_started": len(r.trials), "replans": len(times),
+                         "replan_s_max": max(times, default=None)})
+    return {"task": task.name, "trials": THOUSAND, "fastest_wall_s": fastest,
+            "plan_s": plan_s, "replan_s": replan_s, "sweeps": runs,
+            "elapsed_s": time.perf_counter() - t0}
 
 
 # -- summary ----------------------------------------------------------------------------------
@@ -424,7 +500,14 @@ def _median(xs: Iterable[float | None]) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def summarise(cases: list[dict[str, Any]], solve_s: list[float]) -> dict[str, Any]:
+def _p95(xs: list[float]) -> float | None:
+    return float(np.percentile(xs, 95)) if xs else None
+
+
+def summarise(cases: list[dict[str, Any]], plan_s: list[float],
+              replan_s: list[float]) -> dict[str, Any]:
+    """The summary keys; ``plan_s``: the solve times of the plans for a ``THOUSAND``-trial job
+    (:func:`run_thousand`), ``replan_s``: every re-plan's, each a whole call."""
     feasible = [c for c in cases if c["feasible"]]
     by_deadline = {factor_key(f): _median(c["ratios"]["vs_static_min"] for c in feasible
                                           if c["factor"] == factor_key(f))
@@ -443,7 +526,8 @@ def summarise(cases: list[dict[str, Any]], solve_s: list[float]) -> dict[str, An
         "budget_overruns": int(sum(bool(r["overrun"]) for r in budgeted)),
         "accuracy_win_frac_vs_asha_fixed": (sum(a["win"] for a in acc) / len(acc)
                                             if acc else None),
-        "plan_solve_s_p95": float(np.percentile(solve_s, 95)) if solve_s else None,
+        "plan_solve_s_p95": _p95(plan_s),
+        "replan_s_p95": _p95(replan_s),
         "cases": len(cases),
         "infeasible_cases": len(cases) - len(feasible),
     }
@@ -620,29 +704,43 @@ def main(argv: list[str] | None = None) -> int:
               f"${itype.on_demand_per_hour:.3f}/GPU-h on demand")
     out.print(tasks_table(tasks))
 
-    units = [(t, s) for t in tasks for s in range(seeds)]
+    # Each (task, seed) runs its cases; each task (seed None) also times a THOUSAND-trial job
+    # (with --quick: its plans only, not its sweeps).
+    raise_min = args.accuracy_shape == "raise"
+    units = [(t, s) for t in tasks for s in range(seeds)] + [(t, None) for t in tasks]
+
+    def submit(run: Callable[..., Any], t: Task, s: int | None) -> Any:
+        if s is None:
+            return run(run_thousand, str(data_dir), t, itype, args.straggler, args.profile,
+                       raise_min, not args.quick)
+        return run(run_task_seed, str(data_dir), t, s, itype, args.straggler, args.profile,
+                   raise_min)
+
+    def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
+        what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"
+        return f"{t.name} {what}: {r['elapsed_s']:.1f} s"
+
     results: list[dict[str, Any]] = []
-    if args.jobs == 1 or len(units) == 1:
+    thousand: list[dict[str, Any]] = []
+    if args.jobs == 1:
         for i, (t, s) in enumerate(units, 1):
-            results.append(run_task_seed(str(data_dir), t, s, itype, args.straggler,
-                                         args.profile, args.accuracy_shape == "raise"))
-            err.print(f"[{i}/{len(units)}] {t.name} seed {s}: {results[-1]['elapsed_s']:.1f} s")
+            r = submit(lambda f, *a: f(*a), t, s)
+            (thousand if s is None else results).append(r)
+            err.print(f"[{i}/{len(units)}] {label(t, s, r)}")
     else:
         with ProcessPoolExecutor(max_workers=min(args.jobs, len(units))) as pool:
-            futures = {
-                pool.submit(run_task_seed, str(data_dir), t, s, itype, args.straggler,
-                            args.profile, args.accuracy_shape == "raise"): (t, s)
-                for t, s in units}
+            futures = {submit(pool.submit, t, s): (t, s) for t, s in units}
             for i, fut in enumerate(as_completed(futures), 1):
-                results.append(fut.result())
+                r = fut.result()
                 t, s = futures[fut]
-                err.print(f"[{i}/{len(units)}] {t.name} seed {s}: "
-                          f"{results[-1]['elapsed_s']:.1f} s")
+                (thousand if s is None else results).append(r)
+                err.print(f"[{i}/{len(units)}] {label(t, s, r)}")
     order = {(t.name, s): i for i, (t, s) in enumerate(units)}
     results.sort(key=lambda r: order[(r["task"], r["seed"])])
+    thousand.sort(key=lambda r: order[(r["task"], None)])
     cases = [c for r in results for c in r["cases"]]
-    solve_s = [x for r in results for x in r["solve_s"]]
-    summary = summarise(cases, solve_s)
+    replan_s = [x for r in results + thousand for x in r["replan_s"]]
+    summary = summarise(cases, [x for r in thousand for x in r["plan_s"]], replan_s)
     wall = time.perf_counter() - started
 
     if args.json:
@@ -654,6 +752,11 @@ def main(argv: list[str] | None = None) -> int:
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],
             "targets": targets_report(summary),
             "lower_bound_vs_static_min_median_by_deadline": lower_bound_floor(cases),
+            # The benchmark's own jobs' plans (81 trials) and re-plans, apart.
+            "benchmark_jobs_plan_solve_s_p95": _p95([x for r in results
+                                                     for x in r["solve_s"]]),
+            "benchmark_jobs_replan_s_p95": _p95([x for r in results for x in r["replan_s"]]),
+            "thousand_trial_jobs": thousand,
             "wall_s": wall,
             "simulations": sum(r["simulations"] for r in results),
             "cases": cases,

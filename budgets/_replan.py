@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -116,6 +117,9 @@ class Replanner:
     Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, a
     widened stage, or a resumed sweep's, is planned as it stands.
 
+    Each plan returned carries in ``inputs["solve_s"]`` the seconds its whole call took (every
+    plan the call solved to choose it), not only its own solve.
+
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
     :func:`plan_remaining`.
     """
@@ -155,9 +159,10 @@ class Replanner:
 
     def initial(self) -> Plan:
         """The plan to start with: nothing observed, nothing live."""
+        started = time.perf_counter()
         plan = self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)
         self._remember(0, 0.0, plan)
-        return plan
+        return _timed(plan, started)
 
     def _remember(self, stage: int, elapsed_s: float, plan: Plan | None) -> None:
         """Keep the first plan of each stage, to see how late the stage ends."""
@@ -177,10 +182,11 @@ class Replanner:
             self._late = min(MAX_LATE, max(self._late, took))
 
     def __call__(self, view: ReplanView) -> Plan | None:
+        started = time.perf_counter()
         self._calibrate(view)
         plan = self._replan(view)
         self._remember(view.stage, view.elapsed_s, plan)
-        return plan
+        return None if plan is None else _timed(plan, started)
 
     def _replan(self, view: ReplanView) -> Plan | None:
         profile = replace(self.profile)  # a fresh copy: the prior, nothing observed
@@ -401,3 +407,10 @@ class Replanner:
             if exact.feasible:
                 return exact
         return plan
+
+
+def _timed(plan: Plan, started: float) -> Plan:
+    """``plan`` with ``inputs["solve_s"]`` the whole call's seconds since ``started``: a
+    re-plan may solve several plans (admission and promotion searches) to return one."""
+    return replace(plan, inputs={**plan.inputs,
+                                 "solve_s": round(time.perf_counter() - started, 6)})

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = {
     "cost_ratio_vs_static_min_median_by_deadline", "cost_ratio_vs_static_min_max",
     "cost_ratio_vs_lower_bound_median", "deadline_met_frac", "budget_overruns",
-    "accuracy_win_frac_vs_asha_fixed", "plan_solve_s_p95", "cases", "infeasible_cases",
+    "accuracy_win_frac_vs_asha_fixed", "plan_solve_s_p95", "replan_s_p95", "cases",
+    "infeasible_cases",
 }
 
 
@@ -42,7 +43,7 @@ def test_planner_benchmark_quick_json():
         assert by_deadline[key] is None or (isinstance(by_deadline[key], float)
                                             and by_deadline[key] > 0)
     for key in ("cost_ratio_vs_static_min_max", "cost_ratio_vs_lower_bound_median",
-                "plan_solve_s_p95"):
+                "plan_solve_s_p95", "replan_s_p95"):
         assert isinstance(summary[key], float) and summary[key] >= 0, key
     for key in ("deadline_met_frac", "accuracy_win_frac_vs_asha_fixed"):
         assert isinstance(summary[key], float) and 0.0 <= summary[key] <= 1.0, key
@@ -59,6 +60,14 @@ def test_planner_benchmark_quick_json():
         assert case["static_min"]["workers"] >= 1
         assert case["planner"]["spend_usd"] > 0 and case["planner"]["lower_bound_usd"] > 0
         assert len(case["accuracy"]) == 3
+    # The plan solve times are a 1,000-trial job's (the size the target names): per task, the
+    # cost-min plans at the four deadlines and the accuracy plans at the three budgets (with
+    # --quick, not its sweeps); the re-plans are the sweeps', each a whole call.
+    (job,) = details["thousand_trial_jobs"]
+    assert job["task"] == details["tasks"][0]["name"] and job["trials"] == 1000
+    assert len(job["plan_s"]) == 4 + 3 and job["sweeps"] == [] and job["replan_s"] == []
+    assert summary["plan_solve_s_p95"] <= max(job["plan_s"])
+    assert summary["replan_s_p95"] == pytest.approx(details["benchmark_jobs_replan_s_p95"])
     # Lower bound: the planner cannot have paid less than the GPU-seconds it used.
     assert summary["cost_ratio_vs_lower_bound_median"] >= 1.0 - 1e-9
     # ... and a plan costing the lower bound would score at most what the planner scored.

@@ -475,3 +475,28 @@ def test_a_sweep_of_a_given_shape_waits_for_its_straggler():
     r = _straggler_sweep(cost_budget_usd=None)
     assert "decide" not in [e["kind"] for e in r.store.journal()]
     assert r.outcome.reason == "deadline"
+
+
+def test_a_replans_solve_time_is_its_whole_call(monkeypatch):
+    # A cost-budget re-plan in the first stage searches admission (several plans) to return
+    # one: the plan's solve_s is the whole call, not only its own plan_remaining.
+    import itertools
+    import time
+
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), GPU,
+                   deadline_s=2000.0, cost_budget_usd=0.2, billing_minimum_s=0)
+    before = next(ticks)
+    plan = rp(ReplanView(now=100.0, elapsed_s=100.0, stage=0, live=3,
+                         observed_s_per_step=30.0, observations=3, spent_usd=0.05,
+                         started=6, fresh_only=True))
+    after = next(ticks)
+    assert plan is not None
+    # The call's first reading is before + 1 and its last after - 1.
+    assert plan.inputs["solve_s"] == after - before - 2
+    # Its own plan_remaining took two readings; the call solved several plans.
+    assert plan.inputs["solve_s"] > 4
+    first = next(ticks)
+    initial = Replanner(JobShape(27, 1, 9, 3), Profile(10.0), GPU, deadline_s=2000.0).initial()
+    assert initial.inputs["solve_s"] == next(ticks) - first - 2
