@@ -18,9 +18,11 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
   GPU-seconds of the planner run's segments at the per-GPU price).
 - accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, ``plan_accuracy_max`` (SHA
-  with its number of trials) against ASHA with n trials on the largest fixed cluster whose
-  price for the whole deadline fits the budget (at least one worker: where not even one fits,
-  the cost budget ends that ASHA sweep early); a win is a best value at least as good.
+  with its number of trials, from rung 1 with the best half of the first stage going on;
+  ``--accuracy-shape`` for the other shapes), re-planned online, against ASHA with n trials
+  on the largest fixed cluster whose price for the whole deadline fits the budget (at least
+  one worker: where not even one fits, the cost budget ends that ASHA sweep early); a win is
+  a best value at least as good.
 
 - solve times, per task, for a job of 1,000 trials (the size the targets name):
   ``plan_solve_s_p95`` over its ``plan_cost_min`` plans at the four deadline factors (of the
@@ -275,9 +277,17 @@ def task_profile(task: Task, kind: str) -> Profile:
     return Profile(task.s_per_step, boot=BOOT)
 
 
+def shape_options(accuracy_shape: str) -> dict[str, Any]:
+    """``plan_accuracy_max``'s shape arguments for ``--accuracy-shape``: ``gentle`` (rung 1,
+    the best half of the first stage going on), ``raise`` (one rung up when a whole halving
+    still fits there) or ``fixed`` (rung 1, ``1/eta`` at every rung)."""
+    return {"gentle": {"first_reduction": 2}, "raise": {"raise_min_resource": True},
+            "fixed": {}}[accuracy_shape]
+
+
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   straggler: float = 0.0, profile_kind: str = "median",
-                  raise_min: bool = True) -> dict[str, Any]:
+                  accuracy_shape: str = "gentle") -> dict[str, Any]:
     """All cases (one per deadline factor) of one task and seed."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
@@ -381,18 +391,19 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 aplan = plan_accuracy_max(
                     1, task.max_resource, ETA, profile(), itype, deadline, budget,
                     max_trials=task.configs, straggler=straggler,
-                    billing_minimum_s=BILLING_MINIMUM_S, raise_min_resource=raise_min)
+                    billing_minimum_s=BILLING_MINIMUM_S, **shape_options(accuracy_shape))
                 solve_s.append(time.perf_counter() - t)
                 k = aplan.num_trials
                 trials = min(k, task.configs)
                 if aplan.feasible and trials >= 1 and aplan.rungs:
                     first_r = aplan.rungs[0].resource
+                    cut = aplan.inputs.get("first_reduction")
                     sched = {**sched_sha, "min_resource": first_r,
-                             "max_resource": aplan.rungs[-1].resource}
+                             "max_resource": aplan.rungs[-1].resource, "first_reduction": cut}
                     # As a sweep with ``num_trials: None`` runs: the plan, re-planned online
                     # (fewer trials when what is observed no longer fits the budget).
                     areplanner = Replanner(
-                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA), profile(),
+                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA, cut), profile(),
                         itype,
                         deadline, cost_budget_usd=budget, straggler=straggler,
                         billing_minimum_s=BILLING_MINIMUM_S)
@@ -438,7 +449,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
 
 
 def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: float = 0.0,
-                 profile_kind: str = "median", raise_min: bool = True,
+                 profile_kind: str = "median", accuracy_shape: str = "gentle",
                  sweeps: bool = True) -> dict[str, Any]:
     """Solve times for a job of ``THOUSAND`` trials on ``task``'s profile (the size the
     targets name; the benchmark's own jobs have 81): ``plan_cost_min`` at each deadline factor
@@ -464,7 +475,7 @@ def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: floa
     for bf in BUDGET_FACTORS:
         t = time.perf_counter()
         plan_accuracy_max(1, task.max_resource, ETA, prof, itype, deadline, bf * cost,
-                          max_trials=THOUSAND, raise_min_resource=raise_min, **kw)
+                          max_trials=THOUSAND, **shape_options(accuracy_shape), **kw)
         plan_s.append(time.perf_counter() - t)
     replan_s: list[float] = []
     runs = []
@@ -671,10 +682,12 @@ def main(argv: list[str] | None = None) -> int:
                          "as the cost of a trial's first segment (first_segment_s); 'shaped': "
                          "the mean cost of each step relative to a last-stage step "
                          "(step_costs), as a profile from an earlier run would know it")
-    ap.add_argument("--accuracy-shape", choices=("raise", "fixed"), default="raise",
-                    help="the accuracy planner's first rung: 'raise' lets it start one rung "
-                         "up when a whole halving still fits there (default), 'fixed' keeps "
-                         "min_resource 1")
+    ap.add_argument("--accuracy-shape", choices=("gentle", "raise", "fixed"),
+                    default="gentle",
+                    help="the accuracy planner's shape: 'gentle' starts at min_resource 1 and "
+                         "lets the best half of the first stage go on (default), 'raise' "
+                         "starts one rung up when a whole halving still fits there, 'fixed' "
+                         "keeps min_resource 1 and 1/eta at every rung")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     if not (math.isfinite(args.straggler) and args.straggler >= 0):
@@ -706,15 +719,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # Each (task, seed) runs its cases; each task (seed None) also times a THOUSAND-trial job
     # (with --quick: its plans only, not its sweeps).
-    raise_min = args.accuracy_shape == "raise"
     units = [(t, s) for t in tasks for s in range(seeds)] + [(t, None) for t in tasks]
 
     def submit(run: Callable[..., Any], t: Task, s: int | None) -> Any:
         if s is None:
             return run(run_thousand, str(data_dir), t, itype, args.straggler, args.profile,
-                       raise_min, not args.quick)
+                       args.accuracy_shape, not args.quick)
         return run(run_task_seed, str(data_dir), t, s, itype, args.straggler, args.profile,
-                   raise_min)
+                   args.accuracy_shape)
 
     def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
         what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"

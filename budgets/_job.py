@@ -24,12 +24,22 @@ from budgets._profile import Profile
 class JobShape:
     """``num_trials`` trials, trained to ``min_resource`` steps, then the best ``1/eta`` of them
     to ``min_resource * eta`` steps, and so on up to ``max_resource`` steps (Jamieson and
-    Talwalkar, AISTATS 2016; the job RubberBand plans for, Misra et al., EuroSys '21)."""
+    Talwalkar, AISTATS 2016; the job RubberBand plans for, Misra et al., EuroSys '21).
+
+    ``first_reduction`` (None: ``eta``) is the first rung's alone: the best
+    ``1/first_reduction`` of the trials go on from it, ``1/eta`` of each stage after. A first
+    rung ranks trials on the fewest steps, where rankings are least reliable, so a gentler
+    first cut keeps more of them for a second look (see :func:`budgets.plan_accuracy_max`).
+
+    >>> JobShape(81, 1, 27, 3, first_reduction=2).stage_sizes()
+    [81, 40, 13, 4]
+    """
 
     num_trials: int
     min_resource: int
     max_resource: int
     reduction_factor: int
+    first_reduction: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -50,6 +60,10 @@ class JobShape:
             if self.reduction_factor < 2:
                 problems.append(f"The value of reduction_factor is {self.reduction_factor}, "
                                 "but must be reduction_factor >= 2")
+        f = self.first_reduction
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f < 2):
+            problems.append(f"The value of first_reduction is {f!r}, but must be None or an "
+                            "int >= 2")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -63,9 +77,11 @@ class JobShape:
         return [*steps, self.max_resource]
 
     def stage_sizes(self) -> list[int]:
-        """Trials in each stage of synchronous SHA: ``n, n // eta, ...``, at least 1."""
-        return [max(1, self.num_trials // self.reduction_factor**k)
-                for k in range(len(self.rungs()))]
+        """Trials in each stage of synchronous SHA: ``n, n // f, n // (f * eta), ...`` (``f``
+        the first rung's reduction, ``eta`` unless ``first_reduction`` says), at least 1."""
+        f = self.first_reduction or self.reduction_factor
+        return [self.num_trials] + [max(1, self.num_trials // (f * self.reduction_factor**(k - 1)))
+                                    for k in range(1, len(self.rungs()))]
 
     def stage_steps(self) -> list[int]:
         """Steps each trial of a stage trains: from the previous rung (restored) to this one."""

@@ -421,6 +421,12 @@ def test_sweep_config_built_directly_validates_too():
         SchedulerConfig(max_resource=9, reduction_factor=1)
     with raises("provider.workers", ">= 1"):
         ProviderConfig(workers=0)
+    # A first cut of its own is synchronous halving's alone, and at least a halving.
+    assert SchedulerConfig(type="sha", max_resource=9, first_reduction=2).first_reduction == 2
+    with raises("scheduler.first_reduction", "type: sha", "'asha'"):
+        SchedulerConfig(type="asha", max_resource=9, first_reduction=2)
+    with raises("scheduler.first_reduction", ">= 2"):
+        SchedulerConfig(type="sha", max_resource=9, first_reduction=1)
     with raises("metric", "is required"):
         SweepConfig.model_validate({k: v for k, v in base().items() if k != "metric"})
 

@@ -282,6 +282,27 @@ def test_accuracy_max_picks_among_instance_types_and_user_candidates():
     assert plan.inputs["instance_type"] == "a"
 
 
+def test_accuracy_max_with_a_gentler_first_cut():
+    p = profile(10.0, boot=30)   # $3.6/h: a second of one instance is $0.001
+    for budget in (1.0, 5.0):
+        plain = plan_accuracy_max(1, 27, 3, p, gpu(), 3600, budget)
+        gentle = plan_accuracy_max(1, 27, 3, p, gpu(), 3600, budget, first_reduction=2)
+        assert gentle.feasible and gentle.predicted_cost_usd <= budget
+        n = gentle.num_trials
+        assert [r.resource for r in gentle.rungs] == [1, 3, 9, 27]
+        assert [r.trials for r in gentle.rungs] == JobShape(n, 1, 27, 3, 2).stage_sizes()
+        assert gentle.inputs["first_reduction"] == 2 and plain.inputs["first_reduction"] is None
+        assert gentle.inputs["shape"]["first_reduction"] == 2
+        # the most trials that fit with that cut: the next count up does not
+        up = [k for k in trial_counts(3) if k > n][0]
+        over = plan_cost_min(JobShape(up, 1, 27, 3, 2), p, gpu(), 3600)
+        assert not over.feasible or over.predicted_cost_usd > budget
+        # half of the first stage trains on rather than a third: fewer trials fit
+        assert n <= plain.num_trials
+    with pytest.raises(ValueError, match="first_reduction"):
+        JobShape(9, 1, 9, 3, first_reduction=1)
+
+
 def test_accuracy_max_may_start_one_rung_up_when_a_whole_ladder_fits_there():
     p = profile(10.0, boot=30)   # $3.6/h: a second of one instance is $0.001
     # R = 27, eta = 3. From r = 3 a ladder is 3 rungs (3, 9, 27), so it needs 9 trials:

@@ -581,3 +581,25 @@ def test_sha_decides_no_stage_while_one_of_its_jobs_is_still_to_start():
     third = sha.next_job("x")
     assert third.trial_id == "t6"
     assert sha.stragglers() == [first.trial_id, "t6"]       # now it can be decided
+
+
+def test_sha_first_reduction_cuts_only_the_first_rung_gently():
+    from tuner.schedulers import make_scheduler
+    sha = SuccessiveHalving(1, 27, 3, num_trials=27, first_reduction=2)
+    assert sha.sizes == [27, 13, 4, 1] == sha.natural_sizes
+    jobs = [sha.next_job(f"t{i}") for i in range(27)]
+    for i, job in enumerate(jobs):
+        sha.on_rung(job.trial_id, job.to_step, float(i))
+    # The best half (13 of 27) go on; the next stage is decided at 1/eta again.
+    assert sha.stage == 1 and len(sha.members()) == 13 and sha.members()[0] == "t26"
+    assert sha.natural_sizes == [27, 13, 4, 1]
+    # Admission closed early: the later stages follow the trials admitted, first cut 1/2.
+    early = SuccessiveHalving(1, 27, 3, num_trials=27, first_reduction=2)
+    for i in range(10):
+        early.next_job(f"e{i}")
+    early.close_admission()
+    assert early.sizes == [10, 5, 1, 1] == early.natural_sizes
+    with pytest.raises(ValueError, match="first_reduction"):
+        SuccessiveHalving(1, 27, 3, first_reduction=1)
+    with pytest.raises(ValueError, match="only a synchronous halving"):
+        make_scheduler("asha", 1, 27, 3, "max", None, first_reduction=2)

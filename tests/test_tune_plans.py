@@ -57,10 +57,11 @@ def test_num_trials_none_lets_the_planner_choose(tmp_path):
     assert result.trials.shape[0] == plan["num_trials"] > 0
 
 
-def test_the_planner_may_raise_min_resource_only_when_the_sweep_leaves_it_unset():
-    from budgets import trial_counts
+def test_the_planner_chooses_the_first_rung_only_when_the_sweep_leaves_it_unset():
+    from budgets import JobShape, trial_counts
     from tuner._config import load_sweep
     from tuner._planning import plan_for, replanner_for
+    from tuner._tune import _scheduler_for, chosen_shape
 
     def sweep(**over):
         doc = _sweep(num_trials=None, **over)
@@ -69,17 +70,30 @@ def test_the_planner_may_raise_min_resource_only_when_the_sweep_leaves_it_unset(
         doc.update(time_budget_s=600, cost_budget_usd=0.5)
         return load_sweep(doc)
 
+    # Synchronous halving: rung 1, the best half of the first stage going on.
     left = sweep()
     plan = plan_for(left)
     assert plan.planner == "accuracy-max" and plan.feasible
-    assert [r.resource for r in plan.rungs] == [3, 9, 27] and plan.num_trials >= 9
-    assert plan.num_trials in trial_counts(3)
-    # The user's own min_resource is kept, even when it is the default value.
+    assert [r.resource for r in plan.rungs] == [1, 3, 9, 27] and plan.num_trials >= 27
+    assert plan.num_trials in trial_counts(3) and plan.inputs["first_reduction"] == 2
+    assert [r.trials for r in plan.rungs] == JobShape(plan.num_trials, 1, 27, 3, 2).stage_sizes()
+    # ... which the sweep then runs, and its re-planner plans.
+    run = chosen_shape(left, plan)
+    assert run.num_trials == plan.num_trials and run.scheduler.first_reduction == 2
+    assert _scheduler_for(run).sizes == JobShape(plan.num_trials, 1, 27, 3, 2).stage_sizes()
+    assert replanner_for(run, plan).shape.first_reduction == 2
+    # ASHA (asynchronous promotions) may start one rung up instead.
+    asha = plan_for(sweep(scheduler={"type": "asha", "max_resource": 27}))
+    assert [r.resource for r in asha.rungs] == [3, 9, 27] and asha.num_trials >= 9
+    assert chosen_shape(sweep(scheduler={"type": "asha", "max_resource": 27}),
+                        asha).scheduler.min_resource == 3
+    # The user's own min_resource is kept, even when it is the default value, with 1/eta cuts.
     given = _sweep(num_trials=None)
     given["scheduler"]["max_resource"] = 27
     given.update(time_budget_s=600, cost_budget_usd=0.5)
     kept = plan_for(load_sweep(given))
-    assert kept.rungs[0].resource == 1 and kept.num_trials > plan.num_trials
+    assert kept.rungs[0].resource == 1 and kept.inputs["first_reduction"] is None
+    assert [r.trials for r in kept.rungs] == JobShape(kept.num_trials, 1, 27, 3).stage_sizes()
     # A fixed number of trials keeps the ladder too.
     fixed = sweep()
     fixed = fixed.model_copy(update={"num_trials": 9})
@@ -114,9 +128,26 @@ def test_a_sweeps_step_costs_reach_its_plan_and_re_planner():
 
 
 @pytest.mark.slow
-def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path):
+def test_a_sweep_whose_planner_cut_its_first_rung_gently_runs_that_shape(tmp_path):
+    from budgets import JobShape
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2})
     sweep["scheduler"] = {"type": "sha", "max_resource": 9, "reduction_factor": 3}
+    result = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=tmp_path / "e")
+    plan = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
+    n = plan["num_trials"]
+    assert plan["rungs"][0]["resource"] == 1 and plan["inputs"]["shape"]["first_reduction"] == 2
+    assert [r["trials"] for r in plan["rungs"]] == JobShape(n, 1, 9, 3, 2).stage_sizes()
+    assert result.trials.shape[0] == n > 0
+    store = Store(tmp_path / "e", readonly=True)
+    assert store.experiment()["config"]["scheduler"]["first_reduction"] == 2
+    # No more than the best half of the first stage trained on to rung 3.
+    second = {s["trial_id"] for s in store.segments() if s["start_step"] == 1}
+    assert len(second) <= n // 2
+
+
+def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path):
+    sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2})
+    sweep["scheduler"] = {"type": "asha", "max_resource": 9, "reduction_factor": 3}
     result = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=tmp_path / "e")
     plan = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
     assert plan["rungs"][0]["resource"] == 3

@@ -163,9 +163,23 @@ class SchedulerConfig(_Section):
     min_resource: int = Field(1, ge=1, le=MAX_STEPS, strict=True)
     max_resource: int = Field(ge=1, le=MAX_STEPS, strict=True)
     reduction_factor: int = Field(3, ge=2, strict=True)
+    # Synchronous halving's first cut alone (``sha``): the best 1/first_reduction of the first
+    # rung go on, 1/reduction_factor at every rung after. None: reduction_factor. A sweep
+    # whose shape the planner chooses (num_trials and min_resource left out) gets 2.
+    first_reduction: int | None = Field(None, ge=2, strict=True)
     # ``hypersched``: near the deadline stop starting trials and give free GPUs to the best
     # ones (HyperSched); for a fixed cluster with a time budget. None: off.
     deadline_policy: Literal["hypersched"] | None = None
+
+    @field_validator("first_reduction")
+    @classmethod
+    def _first_cut_for_sha(cls, value: int | None, info: Any) -> int | None:
+        kind = info.data.get("type")
+        if value is not None and kind != "sha":
+            raise ConfigError("scheduler.first_reduction",
+                              f"is {value}, but only a synchronous halving (type: sha) has a "
+                              f"first cut of its own, not {kind!r}")
+        return value
 
     @field_validator("max_resource")
     @classmethod

@@ -9,6 +9,7 @@ imported. ``elastune plan`` prints what :func:`plan_for` returns; ``tune`` can r
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from budgets import (
     BABI_LSTM,
@@ -55,7 +56,8 @@ def profile_for(sweep: SweepConfig) -> Profile:
 
 def shape_for(sweep: SweepConfig, num_trials: int) -> JobShape:
     s = sweep.scheduler
-    return JobShape(num_trials, s.min_resource, s.max_resource, s.reduction_factor)
+    return JobShape(num_trials, s.min_resource, s.max_resource, s.reduction_factor,
+                    s.first_reduction if s.type == "sha" else None)
 
 
 def gpus_per_trial(sweep: SweepConfig) -> int:
@@ -135,8 +137,7 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
             s = sweep.scheduler
             return plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
                                      profile, types[0] if local else types, by, budget,
-                                     raise_min_resource=may_raise_min_resource(sweep),
-                                     **kwargs)
+                                     **shape_choice(sweep), **kwargs)
         if local:
             return plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0], by,
                                  **kwargs)
@@ -167,6 +168,21 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
                                  "scheduler": sweep.scheduler.type,
                                  "time_budget_s": deadline, "cost_budget_usd": budget,
                                  "spot_policy": None if policy is None else policy.mode})
+
+
+def shape_choice(sweep: SweepConfig) -> dict[str, Any]:
+    """:func:`budgets.plan_accuracy_max`'s shape arguments for a sweep whose number of trials
+    it chooses: when the sweep leaves the first rung to it too (:func:`may_raise_min_resource`)
+    and runs synchronous halving, a first cut of 1/2 at ``min_resource`` (breadth, and a second
+    look for the trials a first rung ranks unreliably: see ``plan_accuracy_max``); for ASHA
+    (whose promotions are asynchronous) it may start one rung up instead; else the sweep's own
+    first cut."""
+    s = sweep.scheduler
+    if may_raise_min_resource(sweep) and s.type == "sha" and s.first_reduction is None:
+        return {"first_reduction": 2}
+    if may_raise_min_resource(sweep):
+        return {"raise_min_resource": True}
+    return {"first_reduction": s.first_reduction} if s.type == "sha" else {}
 
 
 def may_raise_min_resource(sweep: SweepConfig) -> bool:

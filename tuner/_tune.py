@@ -105,11 +105,7 @@ def tune(
     if chosen:
         # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
         # runs its canonical brackets, which the planner does not model.)
-        # With ``min_resource`` left to it too, it may start one rung up.
-        first = plan.rungs[0].resource if plan.rungs else sweep.scheduler.min_resource
-        scheduler = sweep.scheduler.model_copy(update={"min_resource": first}) \
-            if first != sweep.scheduler.min_resource else sweep.scheduler
-        sweep = sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
+        sweep = chosen_shape(sweep, plan)
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
     _make_dir(exp_dir)
     with ControllerLock(exp_dir):
@@ -347,10 +343,23 @@ def _scaling(sweep: SweepConfig, plan: Plan, chosen: bool = False
     return FollowPlan(replanner.initial()), replanner
 
 
+def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:
+    """``sweep`` with the shape the planner chose for it: ``plan``'s number of trials and, with
+    ``min_resource`` left to it too, its first rung (it may start one rung up) and its first
+    cut (synchronous halving may let half of the first stage go on)."""
+    s = sweep.scheduler
+    first = plan.rungs[0].resource if plan.rungs else s.min_resource
+    update: dict[str, Any] = {"min_resource": first} if first != s.min_resource else {}
+    if plan.inputs.get("first_reduction") is not None:
+        update["first_reduction"] = plan.inputs["first_reduction"]
+    scheduler = s.model_copy(update=update) if update else s
+    return sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
+
+
 def _scheduler_for(sweep: SweepConfig) -> Scheduler:
     s = sweep.scheduler
     return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                          sweep.mode, _num_trials(sweep))
+                          sweep.mode, _num_trials(sweep), s.first_reduction)
 
 
 def _check_journal(sweep: SweepConfig, store: Store, overrides: dict[str, Any]) -> None:

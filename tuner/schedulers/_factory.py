@@ -21,12 +21,22 @@ def make_scheduler(
     reduction_factor: int = 3,
     mode: Mode = "max",
     num_trials: int | None = None,
+    first_reduction: int | None = None,
 ) -> Scheduler:
-    """The scheduler named ``type``: one of "asha", "sha", "hyperband".
+    """The scheduler named ``type``: one of "asha", "sha", "hyperband" (``first_reduction``:
+    synchronous halving's first cut, "sha" only).
 
     >>> make_scheduler("asha", 1, 27, 3, "max", None).rungs
     [1, 3, 9, 27]
+    >>> make_scheduler("sha", 1, 27, 3, "max", 27, first_reduction=2).sizes
+    [27, 13, 4, 1]
     """
     if type not in _SCHEDULERS:
         raise ValueError(f"The value of type is {type!r}, but must be one of {sorted(_SCHEDULERS)}")
+    if first_reduction is not None:
+        if type != "sha":
+            raise ValueError(f"first_reduction is {first_reduction!r}, but only a synchronous "
+                             "halving ('sha') has one")
+        return SuccessiveHalving(min_resource, max_resource, reduction_factor, mode, num_trials,
+                                 first_reduction)
     return _SCHEDULERS[type](min_resource, max_resource, reduction_factor, mode, num_trials)

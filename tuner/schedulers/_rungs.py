@@ -110,13 +110,15 @@ def promotable(
     return cutoff is not None and sortable(value, mode) >= cutoff
 
 
-def sha_sizes(n: int, num_rungs: int, eta: int) -> list[int]:
-    """Survivors of synchronous successive halving per rung: ``n, n // eta, ...``, at least 1.
+def sha_sizes(n: int, num_rungs: int, eta: int, first: int | None = None) -> list[int]:
+    """Survivors of synchronous successive halving per rung: ``n, n // f, n // (f * eta),
+    ...``, at least 1 (``f``: the first rung's reduction, ``first`` or ``eta``).
 
-    >>> sha_sizes(27, 4, 3)
-    [27, 9, 3, 1]
+    >>> sha_sizes(27, 4, 3), sha_sizes(27, 4, 3, first=2)
+    ([27, 9, 3, 1], [27, 13, 4, 1])
     """
-    return [max(1, n // eta**k) for k in range(num_rungs)]
+    f = first or eta
+    return [max(1, n)] + [max(1, n // (f * eta ** (k - 1))) for k in range(1, num_rungs)]
 
 
 def round_div(a: int, b: int) -> int:

@@ -13,7 +13,9 @@ class SuccessiveHalving(_RungScheduler):
 
     All ``num_trials`` trials (default ``reduction_factor ** (len(rungs) - 1)``) run to the first
     rung. When every trial of the stage has reported (or ended), the best ``sizes[k + 1]`` paused
-    trials are promoted to the next rung and the others are pruned at once. ``next_job`` returns
+    trials are promoted to the next rung and the others are pruned at once. ``first_reduction``
+    (None: ``reduction_factor``) is the first rung's cut alone (2: the best half go on), as
+    :class:`budgets.JobShape` has it. ``next_job`` returns
     None while the stage waits for stragglers. NaN/None values are never promoted; among equal
     values the trial that started first wins.
 
@@ -41,10 +43,16 @@ class SuccessiveHalving(_RungScheduler):
         reduction_factor: int = 3,
         mode: Mode = "max",
         num_trials: int | None = None,
+        first_reduction: int | None = None,
     ) -> None:
         validate_arguments(min_resource, max_resource, reduction_factor, mode, num_trials)
+        if first_reduction is not None and (isinstance(first_reduction, bool)
+                                            or not isinstance(first_reduction, int)
+                                            or first_reduction < 2):
+            raise ValueError(f"The value of first_reduction is {first_reduction!r}, but must be "
+                             "None or an int >= 2")
         rungs = rung_steps(min_resource, max_resource, reduction_factor)
-        self._setup(rungs, reduction_factor, mode, num_trials)
+        self._setup(rungs, reduction_factor, mode, num_trials, first_reduction)
 
     @classmethod
     def _with_rungs(
@@ -56,12 +64,14 @@ class SuccessiveHalving(_RungScheduler):
         return sha
 
     def _setup(
-        self, rungs: list[int], reduction_factor: int, mode: Mode, num_trials: int | None
+        self, rungs: list[int], reduction_factor: int, mode: Mode, num_trials: int | None,
+        first_reduction: int | None = None,
     ) -> None:
         if num_trials is None:
             num_trials = reduction_factor ** (len(rungs) - 1)
         super().__init__(rungs, reduction_factor, mode, num_trials)
-        self.sizes = sha_sizes(num_trials, len(rungs), reduction_factor)
+        self.first_reduction = first_reduction
+        self.sizes = sha_sizes(num_trials, len(rungs), reduction_factor, first_reduction)
         self._natural = list(self.sizes)  # the sizes without limit_stage's cuts
         self._stage = 0
         self._members: list[str] = []  # trials of the current stage
@@ -87,7 +97,8 @@ class SuccessiveHalving(_RungScheduler):
         later stages are sized from them."""
         super().close_admission()
         if self._stage == 0 and len(self._trials) < self.num_trials:
-            self._natural = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor)
+            self._natural = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor,
+                                      self.first_reduction)
             self.sizes = [min(a, b) for a, b in zip(self.sizes, self._natural, strict=True)]
             self._settle()
 
@@ -98,8 +109,10 @@ class SuccessiveHalving(_RungScheduler):
         ``sizes`` less any :meth:`limit_stage` cut still to take effect."""
         out = list(self._natural)
         now = self.sizes[self._stage]
+        eta = self.reduction_factor
+        first = (self.first_reduction or eta) if self._stage == 0 else eta
         for k in range(self._stage + 1, len(out)):
-            out[k] = min(out[k], max(1, now // self.reduction_factor ** (k - self._stage)))
+            out[k] = min(out[k], max(1, now // (first * eta ** (k - self._stage - 1))))
         return out
 
     def limit_stage(self, stage: int, trials: int) -> None:
