@@ -19,6 +19,7 @@ from budgets import (
     plan_cost_min,
     plan_remaining,
 )
+from budgets import _replan as replan_module
 from cloud import uniform_boot
 from tests.test_simulate import SHA, Synth
 from tuner._simulate import simulate
@@ -502,22 +503,29 @@ def test_a_replans_solve_time_is_its_whole_call(monkeypatch):
     assert initial.inputs["solve_s"] == next(ticks) - first - 2
 
 
-def test_a_shape_with_its_own_first_cut_is_judged_at_the_fitted_rate():
+def test_a_shape_with_its_own_first_cut_is_judged_nearer_the_fitted_rate(monkeypatch):
     # Stage 0, only first segments seen, at 30 s a step (over a million of them: the fit is
-    # what was seen). Budget judgements for a 1/eta shape sit between the prior and the fit,
-    # so a cheaper prior admits more; a shape whose first cut is its own (half going on) is
-    # judged at the fit, whatever the prior.
+    # what was seen). Budget judgements for a 1/eta shape sit at the geometric middle of the
+    # prior and the fit, so a cheaper prior admits more; a shape whose first cut is its own
+    # (half going on) is judged three quarters of the way to the fit: a cheaper prior admits
+    # more than the fit alone would, and fewer than the middle.
     view = ReplanView(now=100.0, elapsed_s=100.0, stage=0, live=3, observed_s_per_step=30.0,
                       observations=10**6, spent_usd=0.05, started=3, fresh_only=True)
 
     def admitted(prior: float, first_reduction: int | None) -> int:
         rp = Replanner(JobShape(243, 1, 9, 3, first_reduction),
                        Profile(prior, boot=BootLatency.fixed(60)), GPU, deadline_s=20000.0,
-                       cost_budget_usd=3.0, billing_minimum_s=0)
+                       cost_budget_usd=4.0, billing_minimum_s=0)
         plan = rp(view)
         assert plan is not None and plan.feasible
         return plan.num_trials
 
+    assert replan_module.FIRST_CUT_WEIGHT == 0.75
     assert admitted(10.0, None) > admitted(30.0, None)
-    assert admitted(10.0, 2) == admitted(30.0, 2)
-    assert 3 <= admitted(30.0, 2) < 243
+    gentle = admitted(10.0, 2)
+    at_fit = admitted(30.0, 2)          # the prior is the fit: no weight changes it
+    monkeypatch.setattr(replan_module, "FIRST_CUT_WEIGHT", 1.0)
+    assert admitted(10.0, 2) == at_fit
+    monkeypatch.setattr(replan_module, "FIRST_CUT_WEIGHT", 0.5)
+    at_middle = admitted(10.0, 2)
+    assert 3 <= at_fit < gentle < at_middle < 243
