@@ -529,3 +529,48 @@ def test_a_shape_with_its_own_first_cut_is_judged_nearer_the_fitted_rate(monkeyp
     monkeypatch.setattr(replan_module, "FIRST_CUT_WEIGHT", 0.5)
     at_middle = admitted(10.0, 2)
     assert 3 <= at_fit < gentle < at_middle < 243
+
+
+class _HeldPlan(Replanner):
+    """Re-plans to the plan it was given (the release rule under test is the controller's)."""
+
+    def __init__(self, plan: Plan, cost_budget_usd: float | None) -> None:
+        super().__init__(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)),
+                         SIM_GPU, 3000.0, cost_budget_usd=cost_budget_usd)
+        self.plan = plan
+
+    def initial(self) -> Plan:
+        return self.plan
+
+    def __call__(self, view: ReplanView) -> Plan:
+        return self.plan
+
+
+def _first_stage_straggler_sweep(cost_budget_usd):
+    rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 100.0), RungPlan(1, 3, 3, 1, 3, 100.0, 200.0),
+             RungPlan(2, 1, 9, 1, 1, 200.0, 400.0)]
+    plan = Plan(True, 0.0, 400.0, 9, rungs, [], inputs={"boot_s": 30})
+    r = simulate(_FirstStageStraggler(), metric="acc", mode="max",
+                 scheduler={**SHA, "max_resource": 9}, num_trials=9, workers=3, seed=0,
+                 boot_s=lambda rng: 30.0, scaling=FollowPlan(plan),
+                 replanner=_HeldPlan(plan, cost_budget_usd), time_budget_s=3000.0,
+                 billing_minimum_s=0.0)
+    assert r.outcome.reason == "done"
+    slow = next(s for s in r.store.segments() if s["start_step"] == 0
+                and s["finished_at"] - s["started_at"] > 500)
+    gone = [i["terminated_at"] - slow["started_at"] for i in r.store.instances()
+            if i["terminated_at"] is not None
+            and slow["started_at"] < i["terminated_at"] < slow["finished_at"]]
+    return r, gone
+
+
+def test_a_sweep_with_a_cost_budget_lets_workers_idle_behind_a_straggler_go_sooner():
+    # c8's first segment runs 600 s, far past the 10 s the fit expects. A sweep with a cost
+    # budget expects it to run its age again (without one: half its age), so the workers
+    # idle behind it go once that is more than 2.5 boots (75 s) off: at about 75 s of its
+    # age rather than 150 s.
+    without, gone_without = _first_stage_straggler_sweep(None)
+    budgeted, gone_budgeted = _first_stage_straggler_sweep(50.0)
+    assert len(gone_without) == len(gone_budgeted) == 2
+    assert min(gone_budgeted) < min(gone_without) - 50
+    assert budgeted.spend_usd < without.spend_usd
