@@ -36,10 +36,10 @@ from budgets._scaling import ReplanView
 
 FIRST_STAGE_BOOT_QUANTILE = 0.9
 DEFAULT_MARGIN = 0.10  # of the time left, kept free by each plan
-MAX_LATE = 1.5
+MAX_LATE = 1.5   # a stage that ran later than this many times its plan counts as this
 # Where between the prior's rate (0) and the one seen (1) a shape with a first cut of its own
 # is judged while only first segments have been seen (the 1/eta shapes: 0.5).
-FIRST_CUT_WEIGHT = 0.75   # a stage that ran later than this many times its plan counts as this
+FIRST_CUT_WEIGHT = 0.75
 
 
 class Replanner:
