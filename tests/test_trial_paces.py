@@ -307,9 +307,11 @@ def test_a_later_stage_short_of_budget_promotes_fewer_trials():
         assert plan.num_trials == 27 and rp.shape.num_trials == 27
         return [r.trials for r in plan.rungs]
 
-    assert replan(0.6) == [9, 3]        # $0.4 left less the margin: $0.36, all of it fits
-    assert replan(0.65) == [9, 2]       # $0.315: 180 s + 2 x 60 s
-    assert replan(0.8) == [9, 1]        # $0.18: none fits; the best one still goes on
+    # Judged on the budget left less half the margin (5 %): that plan bills nothing idle.
+    assert replan(0.6) == [9, 3]        # $0.4 left less 5 %: $0.38, all of it fits
+    assert replan(0.615) == [9, 3]      # $0.366 (less the whole margin, $0.347, cut to 2)
+    assert replan(0.65) == [9, 2]       # $0.3325: 180 s + 2 x 60 s
+    assert replan(0.8) == [9, 1]        # $0.19: none fits; the best one still goes on
     # A stage already cut is planned as the scheduler runs it ($0.27 left less the margin:
     # one more promotion would cost $0.30).
     rp = Replanner(shape, profile, GPU, None, cost_budget_usd=1.0, billing_minimum_s=0)
