@@ -438,3 +438,17 @@ def test_trial_counts_are_bounded_by_the_cap_not_by_eta():
     # A huge reduction factor (a fuzzed sweep found it) must not cost 2 * eta steps.
     assert trial_counts(10**12, 100) == list(range(1, 101))
     assert trial_counts(2, 20) == [1, 2, 3, 4, 6, 8, 12, 16]
+
+
+@pytest.mark.parametrize("eta", [2, 3, 4])
+@pytest.mark.parametrize("first", [None, 2, 5])
+def test_the_planners_job_shape_runs_the_stages_the_scheduler_runs(eta, first):
+    # The planner (budgets) does not import the schedulers (tuner): its JobShape keeps its own
+    # rungs and stage sizes, which must be the ones SuccessiveHalving runs.
+    from tuner.schedulers import SuccessiveHalving
+    for n in (1, 2, 7, 27, 81, 100, 1000):
+        for r, big_r in ((1, 9), (1, 27), (2, 50), (3, 3), (1, 100)):
+            shape = JobShape(n, r, big_r, eta, first)
+            sha = SuccessiveHalving(r, big_r, eta, num_trials=n, first_reduction=first)
+            assert shape.rungs() == sha.rungs
+            assert shape.stage_sizes() == sha.sizes
