@@ -102,10 +102,9 @@ class Replanner:
       a sweep before it overspends; a trial not promoted is lost for good): fewer promotions
       (in the planner benchmark, judged at the whole margin 0.779 of the accuracy
       comparisons were won, at half of it 0.802, with none 0.800; on ten seeds 0.769, 0.789
-      and 0.785).
-      The plan promotes the most trials into the next stage (``1/eta`` of those into each
-      later one) whose cheapest plan fits, at least one; the controller
-      limits the scheduler's stages to the plan's
+      and 0.785). The plan promotes the most trials into the next stage (``1/eta`` of those
+      into each later one) whose cheapest plan fits, at least one; the controller limits the
+      scheduler's stages to the plan's
       (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`; a later re-plan may give a
       cut back until the stage is decided). A sweep the ledger stops before its last rung
       has only half-trained results; one that promotes fewer ends its best trials.
@@ -395,7 +394,8 @@ class Replanner:
         return plan.feasible and self._affordable(plan, view)
 
     def _affordable(self, plan: Plan, view: ReplanView, margin: float | None = None) -> bool:
-        """Its predicted cost within the budget left, less the margin."""
+        """Its predicted cost within the budget left, less ``margin`` of it (None: the
+        re-planner's own)."""
         assert self.cost_budget_usd is not None
         margin = self.margin if margin is None else margin
         left = (self.cost_budget_usd - view.spent_usd) * (1.0 - margin)
