@@ -229,10 +229,11 @@ def _run_summary(r: SimResult | None, error: str | None = None) -> dict[str, Any
     if r is None:
         return {"error": error, "done": False, "reason": "error", "spend_usd": None,
                 "wall_s": None, "best_value": None, "budget_respected": None,
-                "trials_started": 0}
+                "trials_started": 0, "bill": None}
     return {"done": r.outcome.reason == "done", "reason": r.outcome.reason,
             "spend_usd": r.spend_usd, "wall_s": r.wall_s, "best_value": r.best_value,
-            "budget_respected": r.budget_respected, "trials_started": len(r.trials)}
+            "budget_respected": r.budget_respected, "trials_started": len(r.trials),
+            "bill": _bill(r)}
 
 
 def _met(run: dict[str, Any], deadline: float) -> bool:
@@ -243,6 +244,24 @@ def _gpu_seconds(r: SimResult) -> float:
     return sum((s["finished_at"] - s["started_at"]) * (s["gpus"] or 1)
                for s in r.store.segments()
                if s["started_at"] is not None and s["finished_at"] is not None)
+
+
+def _bill(r: SimResult) -> dict[str, float] | None:
+    """Where a run's bill went, in GPU-seconds: ``billed_s`` (every instance from launch to
+    termination, at least the billing minimum), of which ``boot_s`` (launch to ready, the
+    worker not up yet), ``busy_s`` (segments running) and ``idle_s`` (the rest: up with
+    nothing to run, e.g. behind a stage's straggler). None without a simulated provider."""
+    if r.provider is None:
+        return None
+    billed = boot = 0.0
+    for inst in r.provider.list():
+        end = inst.terminated_at if inst.terminated_at is not None else r.wall_s
+        billed += max(BILLING_MINIMUM_S, end - inst.launched_at) * inst.slots
+        up = min(r.provider.ready_at(inst.instance_id), end)
+        boot += max(0.0, up - inst.launched_at) * inst.slots
+    busy = _gpu_seconds(r)
+    return {"billed_s": billed, "boot_s": boot, "busy_s": busy,
+            "idle_s": max(0.0, billed - boot - busy)}
 
 
 def _better_or_equal(a: float | None, b: float | None, mode: str) -> bool:
@@ -554,6 +573,25 @@ def lower_bound_floor(cases: list[dict[str, Any]]) -> dict[str, float | None]:
             for f in FACTORS}
 
 
+def bill_shares(cases: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per deadline factor and policy (the planner, Static-min), the mean share of the
+    GPU-seconds billed that went to booting instances, to segments, and to instances idle:
+    where a plan loses against the lower bound (which counts the segments only)."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for f in FACTORS:
+        key = factor_key(f)
+        fe = [c for c in cases if c["feasible"] and c["factor"] == key]
+        out[key] = {}
+        for policy in ("planner", "static_min"):
+            bills = [c[policy]["bill"] for c in fe
+                     if c[policy] and c[policy].get("bill") and c[policy]["bill"]["billed_s"]]
+            out[key][policy] = {
+                part: (float(np.mean([b[f"{part}_s"] / b["billed_s"] for b in bills]))
+                       if bills else None)
+                for part in ("boot", "busy", "idle")}
+    return out
+
+
 def _check(value: float | None, target: tuple[str, float]) -> bool | None:
     if value is None:
         return None
@@ -627,6 +665,19 @@ def deadline_table(cases: list[dict[str, Any]]) -> Table:
             _fmt(_median(c["ratios"].get("lower_bound_vs_static_min") for c in fe)),
             f"{met}/{len(fe)}",
             _fmt(_median(c["static_min"]["workers"] for c in fe if c["static_min"]), 1))
+    return t
+
+
+def bill_table(cases: list[dict[str, Any]]) -> Table:
+    t = Table(title="Where the bill goes (mean share of the GPU-seconds billed)",
+              caption="boot: launched, worker not up yet; busy: segments running (what the "
+                      "lower bound counts); idle: up with nothing to run")
+    for col in ("deadline", "plan boot", "plan busy", "plan idle", "smin boot", "smin busy",
+                "smin idle"):
+        t.add_column(col, justify="right")
+    for key, row in bill_shares(cases).items():
+        t.add_row(f"{key}x", *(_fmt(row[p][part]) for p in ("planner", "static_min")
+                               for part in ("boot", "busy", "idle")))
     return t
 
 
@@ -764,6 +815,7 @@ def main(argv: list[str] | None = None) -> int:
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],
             "targets": targets_report(summary),
             "lower_bound_vs_static_min_median_by_deadline": lower_bound_floor(cases),
+            "bill_shares_by_deadline": bill_shares(cases),
             # The benchmark's own jobs' plans (81 trials) and re-plans, apart.
             "benchmark_jobs_plan_solve_s_p95": _p95([x for r in results
                                                      for x in r["solve_s"]]),
@@ -777,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"summary": summary, "details": details}, default=_json_default))
     else:
         out.print(deadline_table(cases))
+        out.print(bill_table(cases))
         out.print(accuracy_table(cases))
         out.print(summary_table(summary))
         out.print(f"{sum(r['simulations'] for r in results)} simulations in {wall:.1f} s "

@@ -60,6 +60,27 @@ def test_planner_benchmark_quick_json():
         assert case["static_min"]["workers"] >= 1
         assert case["planner"]["spend_usd"] > 0 and case["planner"]["lower_bound_usd"] > 0
         assert len(case["accuracy"]) == 3
+    # Where each bill went: its parts add up to the GPU-seconds billed, which at the per-GPU
+    # price are what the ledger charged; the planner's busy share is the lower bound's.
+    itype = details["instance_type"]
+    price = itype["on_demand_per_hour"] / itype["gpus"]
+    for case in details["cases"]:
+        for policy in ("planner", "static_min", "static_max", "naive"):
+            run, bill = case[policy], case[policy]["bill"]
+            assert bill["boot_s"] >= 0 and bill["busy_s"] > 0 and bill["idle_s"] >= 0, policy
+            assert bill["boot_s"] + bill["busy_s"] + bill["idle_s"] == pytest.approx(
+                bill["billed_s"]), policy
+            assert bill["billed_s"] * price / 3600 == pytest.approx(run["spend_usd"],
+                                                                    rel=0.01), policy
+        assert case["planner"]["bill"]["busy_s"] == pytest.approx(case["planner"]["gpu_s"])
+    shares = details["bill_shares_by_deadline"]
+    assert set(shares) == set(by_deadline)
+    for key, row in shares.items():
+        for policy in ("planner", "static_min"):
+            parts = row[policy]
+            assert set(parts) == {"boot", "busy", "idle"}
+            if parts["busy"] is not None:
+                assert sum(parts.values()) == pytest.approx(1.0), (key, policy)
     # The plan solve times are a 1,000-trial job's (the size the target names): per task, the
     # cost-min plans at the four deadlines and the accuracy plans at the three budgets (with
     # --quick, not its sweeps); the re-plans are the sweeps', each a whole call.
