@@ -306,8 +306,10 @@ def shape_options(accuracy_shape: str) -> dict[str, Any]:
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   straggler: float = 0.0, profile_kind: str = "median",
-                  accuracy_shape: str = "gentle") -> dict[str, Any]:
-    """All cases (one per deadline factor) of one task and seed."""
+                  accuracy_shape: str = "gentle", brackets: str = "more") -> dict[str, Any]:
+    """All cases (one per deadline factor) of one task and seed; ``brackets``: ``more`` runs
+    the accuracy sweeps as a sweep with ``num_trials`` left out does (another bracket while
+    time and budget are left), ``one`` stops them after their first bracket."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
     price = itype.on_demand_per_hour / itype.gpus
@@ -425,16 +427,20 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                         JobShape(trials, first_r, aplan.rungs[-1].resource, ETA, cut), profile(),
                         itype,
                         deadline, cost_budget_usd=budget, straggler=straggler,
-                        billing_minimum_s=BILLING_MINIMUM_S)
+                        billing_minimum_s=BILLING_MINIMUM_S, max_trials=task.configs)
                     ar, aerr = sim(scheduler=sched, num_trials=trials,
                                    workers=max(1, aplan.workers_for_rung(0)),
                                    scaling=FollowPlan(aplan), replanner=areplanner,
-                                   time_budget_s=deadline, cost_budget_usd=budget)
+                                   time_budget_s=deadline, cost_budget_usd=budget,
+                                   more_brackets=brackets == "more")
                     arun = _run_summary(ar, aerr)
+                    arun["brackets"] = 0 if ar is None else 1 + sum(
+                        e["kind"] == "bracket" for e in ar.store.journal())
                     if ar is not None:
                         replan_s.extend(p["inputs"]["solve_s"] for p in ar.store.plans()[1:])
                 else:
                     arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
+                    arun["brackets"] = 0
                 arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
                             min_resource=aplan.rungs[0].resource if aplan.rungs else None,
                             plan_workers=[r.workers for r in aplan.rungs],
@@ -739,6 +745,10 @@ def main(argv: list[str] | None = None) -> int:
                          "lets the best half of the first stage go on (default), 'raise' "
                          "starts one rung up when a whole halving still fits there, 'fixed' "
                          "keeps min_resource 1 and 1/eta at every rung")
+    ap.add_argument("--brackets", choices=("more", "one"), default="more",
+                    help="the accuracy sweeps: 'more' starts another bracket while time and "
+                         "budget are left, as a sweep with num_trials left out does (default); "
+                         "'one' stops after the first")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     if not (math.isfinite(args.straggler) and args.straggler >= 0):
@@ -777,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(run_thousand, str(data_dir), t, itype, args.straggler, args.profile,
                        args.accuracy_shape, not args.quick)
         return run(run_task_seed, str(data_dir), t, s, itype, args.straggler, args.profile,
-                   args.accuracy_shape)
+                   args.accuracy_shape, args.brackets)
 
     def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
         what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"
@@ -810,6 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         details = {
             "data_dir": str(data_dir), "seeds": seeds, "straggler": args.straggler,
             "profile": args.profile, "accuracy_shape": args.accuracy_shape,
+            "brackets": args.brackets,
             "deadline_factors": list(FACTORS),
             "budget_factors": list(BUDGET_FACTORS),
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],

@@ -145,7 +145,8 @@ class Replanner:
 
     def __init__(self, shape: JobShape, profile: Profile, instance: InstanceType,
                  deadline_s: float | None, *, margin: float = DEFAULT_MARGIN,
-                 cost_budget_usd: float | None = None, **planner_kwargs: Any) -> None:
+                 cost_budget_usd: float | None = None, max_trials: int | None = None,
+                 **planner_kwargs: Any) -> None:
         if not 0 <= margin < 1:
             raise ValueError(f"margin is {margin!r}, but must be 0 <= margin < 1")
         if cost_budget_usd is not None and not (isinstance(cost_budget_usd, int | float)
@@ -153,9 +154,15 @@ class Replanner:
                                                 and cost_budget_usd > 0):
             raise ValueError(f"cost_budget_usd is {cost_budget_usd!r}, but must be None or "
                              "a finite number > 0")
+        if max_trials is not None and (isinstance(max_trials, bool)
+                                       or not isinstance(max_trials, int) or max_trials < 1):
+            raise ValueError(f"max_trials is {max_trials!r}, but must be None or an int >= 1")
         self.cost_budget_usd = cost_budget_usd
+        self.max_trials = max_trials
+        self.bracket = 0     # brackets begun after the first (next_bracket, begin_bracket)
         self.shape = shape
         self._full = shape   # the shape before any cut of admission (it may be given back)
+        self._first_trials = shape.num_trials   # the first bracket's, as planned
         self.profile = profile
         self.instance = instance
         self.deadline_s = deadline_s
@@ -175,6 +182,60 @@ class Replanner:
             self.shape = replace(self.shape, num_trials=num_trials)
         if num_trials < self._full.num_trials:
             self._full = replace(self._full, num_trials=num_trials)
+
+    def next_bracket(self, view: ReplanView, trials_so_far: int) -> Plan | None:
+        """The sweep's bracket has finished before the deadline and within the budget: the
+        plan of another bracket on the same rungs with the time and budget left, or None.
+
+        Its number of trials is the most (at least ``reduction_factor``: one halving) whose
+        plan from now (``view``: the live instances, the step times fitted over every segment
+        so far, later steps included) ends on time with the margin kept and fits the budget
+        left less the margin; no more than ``max_trials`` less ``trials_so_far`` (a finite
+        space), nor than the first bracket was planned with (with all of both budgets: a
+        larger one would rest on the fitted steps alone, which leave out what a segment costs
+        around them, dispatch and start-up; on quick local trials, a second bracket planned
+        18 times the first's size had a quarter of its trials started by the deadline).
+        None without a cost budget (a sweep of a given shape runs it as given). The new
+        bracket is then the one re-planned (:meth:`begin_bracket`)."""
+        if self.cost_budget_usd is None:
+            return None
+        eta = self._full.reduction_factor
+        cap = self._first_trials
+        if self.max_trials is not None:
+            cap = min(cap, self.max_trials - trials_so_far)
+        counts = [n for n in trial_counts(eta, max(0, cap)) if n >= eta]
+        if not counts:
+            return None
+        started = time.perf_counter()
+        profile = self._fitted(view)
+        at = dict(stage=0, elapsed_s=view.elapsed_s, live=view.live)
+
+        def plan_of(n: int) -> Plan:
+            shape = replace(self._full, num_trials=n)
+            return self._plan(profile, shape=shape, sizes=shape.stage_sizes(), **at)
+
+        lo, hi = -1, len(counts)   # counts[lo] fits (or lo = -1), counts[hi] does not
+        while hi - lo > 1:         # (more trials never fit better)
+            mid = (lo + hi) // 2
+            if self._fits(plan_of(counts[mid]), view):
+                lo = mid
+            else:
+                hi = mid
+        if lo < 0:
+            return None
+        self.begin_bracket(counts[lo])
+        plan = plan_of(counts[lo])
+        self._remember(0, view.elapsed_s, plan)
+        return _timed(plan, started)
+
+    def begin_bracket(self, num_trials: int) -> None:
+        """Re-plan a new bracket of ``num_trials`` trials from now on (the stages' calibration
+        starts afresh; what the earlier brackets measured stays in the fit)."""
+        if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
+            raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
+        self.shape = self._full = replace(self._full, num_trials=num_trials)
+        self._stage_plans = {}
+        self.bracket += 1
 
     def initial(self) -> Plan:
         """The plan to start with: nothing observed, nothing live."""
@@ -207,7 +268,8 @@ class Replanner:
         self._remember(view.stage, view.elapsed_s, plan)
         return None if plan is None else _timed(plan, started)
 
-    def _replan(self, view: ReplanView) -> Plan | None:
+    def _fitted(self, view: ReplanView) -> Profile:
+        """A fresh copy of the profile fed what ``view`` has observed."""
         profile = replace(self.profile)  # a fresh copy: the prior, nothing observed
         gpus = self.kwargs.get("gpus_per_trial", 1)
         observed = view.observed_s_per_step
@@ -229,6 +291,11 @@ class Replanner:
             # Seen: a trial's first segment costs this much more than its steps (on the GPUs
             # it ran on; the extra is not assumed to shrink with more of them).
             profile.first_segment_s = float(view.observed_first_s)
+        return profile
+
+    def _replan(self, view: ReplanView) -> Plan | None:
+        profile = self._fitted(view)
+        gpus = self.kwargs.get("gpus_per_trial", 1)
         stage = min(view.stage, len(self.shape.rungs()) - 1)
         sizes = self._sizes(view)
         paces = None
@@ -245,7 +312,8 @@ class Replanner:
         # followed keeps what was seen (the deadline). Later stages have seen resumed segments
         # and are judged on them; the ledger keeps spend within the budget whatever the
         # judgement.
-        first_seen = view.stage == 0 or (view.stage == 1 and view.stage_done == 0)
+        first_seen = (view.stage == 0 or (view.stage == 1 and view.stage_done == 0)) \
+            and self.bracket == 0
         judge = profile
         if first_seen:
             weight = 0.5 if self.shape.first_reduction is None else FIRST_CUT_WEIGHT
@@ -259,6 +327,8 @@ class Replanner:
         # cuts nothing here: fewer promotions would not buy the time back.
         if self._affordable(self._plan(judge, paces=paces, sizes=sizes, free=True, **at), view,
                             self.margin * CUT_MARGIN_SHARE):
+            if self.bracket > 0:
+                return plan
             return self._promote_more(view, profile, judge, sizes, paces, at) or plan
         return self._promote_fewer(view, profile, judge, sizes, paces, at) or plan
 

@@ -43,7 +43,7 @@ class ReplanView:
     # ``observed_s_per_step``; None: not measured yet) and whether it has still to train.
     paces: tuple[float | None, ...] = ()
     pending: tuple[bool, ...] = ()
-    started: int = 0                     # trials admitted so far
+    started: int = 0                     # trials admitted so far (in the bracket under way)
     fresh_only: bool = False             # every segment observed started its trial
     # Trials per stage (every stage), as the scheduler will run them: fewer than the shape's
     # once admission closed early or promotions were cut; empty: the shape's.

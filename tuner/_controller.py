@@ -134,7 +134,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None,
                  replanner: Callable[[ReplanView], Plan | None] | None = None,
-                 reallocation: Reallocation | None = None) -> None:
+                 reallocation: Reallocation | None = None, more_brackets: bool = False) -> None:
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -154,6 +154,10 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         # new trial could no longer reach the top rung by the deadline; then the segments of
         # the trials still going get the free slots of their instance where that pays.
         self.reallocation = reallocation
+        # A sweep whose number of trials the planner chose: when its bracket finishes with time
+        # and budget left, the re-planner may start another (see PlanningMixin._next_bracket).
+        self.more_brackets = more_brackets
+        self._bracket_first = 0            # trials started before the bracket under way
         self._admission_closed = False
         self._admit_limit: int | None = None  # a re-plan's smaller number of trials
         self._unit_step_times: list[float] = []   # seconds per step on one GPU (s(g) x seen)
@@ -255,6 +259,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                         self._autoscale(now)
                 if self._nothing_running() and (self.scheduler.is_finished()
                                                 or self._budget_blocked):
+                    if not self._budget_blocked and self._next_bracket(now):
+                        continue
                     reason = "done" if self.scheduler.is_finished() else "budget"
                     break
                 wait = min(self.settings.tick_s, max(0.0, deadline - now))
@@ -378,8 +384,18 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._adopt(now)
         journal = self.store.journal()
         replay(self.scheduler, journal)
-        self._admission_closed = any(e["kind"] == "close" for e in journal)
-        limits = [int(e["step"]) for e in journal if e["kind"] == "limit"]
+        brackets = [i for i, e in enumerate(journal) if e["kind"] == "bracket"]
+        if brackets:
+            # Later brackets were started: what follows the last one is the bracket under way.
+            self._bracket_first = sum(e["kind"] == "job" and bool(e["flag"])
+                                      for e in journal[:brackets[-1]])
+            begin = getattr(self.replanner, "begin_bracket", None)
+            if callable(begin):
+                for i in brackets:
+                    begin(int(journal[i]["step"]))
+        current = journal[brackets[-1] + 1:] if brackets else journal
+        self._admission_closed = any(e["kind"] == "close" for e in current)
+        limits = [int(e["step"]) for e in current if e["kind"] == "limit"]
         if limits:
             # An earlier run's re-plan shrank the job: keep it, and its re-planner too.
             self._admit_limit = limits[-1]
@@ -459,7 +475,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             if self.reallocation is not None and not self._admission_closed:
                 self._check_admission(now)
             if (self._admit_limit is not None and not self._admission_closed
-                    and len(self.trials) >= self._admit_limit):
+                    and len(self.trials) - self._bracket_first >= self._admit_limit):
                 self._close_admission(f"the plan is down to {self._admit_limit} trials")
             number = len(self.trials) + 1
             job = self.scheduler.next_job(f"t{number:04d}")

@@ -2,7 +2,7 @@
 
 The controller writes every call that changes its scheduler's state to the store (a job it
 committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
-early, a stage's promotions limited or widened) in order.
+early, a stage's promotions limited or widened, a new bracket started) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -60,6 +60,12 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                    f"{verb} a stage's promotions")
             resize(int(e["bracket"]), int(e["step"]))
+        elif kind == "bracket":
+            start = getattr(scheduler, "new_bracket", None)
+            if start is None:
+                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                                   "start a new bracket")
+            start(int(e["step"]))
         elif kind == "limit":
             pass  # the controller's: a re-plan admits no more than ``step`` trials
         else:

@@ -76,6 +76,8 @@ class PlanningMixin:
     _queued: bool
     _work_fit: tuple[int, tuple[float, float] | None]
     _cut: set[str]
+    _bracket_first: int
+    more_brackets: bool
     executor: Any
 
     def _cut_stragglers(self, now: float) -> None:
@@ -246,7 +248,8 @@ class PlanningMixin:
             now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None,
-            stage_done=self._done_at_rung.get(self._stage, 0), started=len(self.trials),
+            stage_done=self._done_at_rung.get(self._stage, 0),
+            started=len(self.trials) - self._bracket_first,
             fresh_only=bool(self._segment_times) and not self._resumed_segments,
             stage_sizes=self._stage_sizes(),
             **self._member_paces(mean)))
@@ -265,6 +268,43 @@ class PlanningMixin:
         else:
             self.scaling = FollowPlan(new)
         self.store.add_plan(now, new.to_json())
+
+    def _next_bracket(self, now: float) -> bool:
+        """The bracket has finished (nothing runs, no job is left) before the deadline: start
+        another one if the re-planner finds time and budget for it (``more_brackets``: a sweep
+        whose number of trials the planner chose), journaled so a resumed sweep replays it.
+        Returns whether one was started."""
+        start = getattr(self.scheduler, "new_bracket", None)
+        plan_next = getattr(self.replanner, "next_bracket", None)
+        if not (self.more_brackets and callable(start) and callable(plan_next)
+                and now < self._deadline):
+            return False
+        fit = self._fit(self._segment_times)
+        live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
+        plan = plan_next(ReplanView(
+            now=now, elapsed_s=now - self._started_at, stage=0, live=live,
+            observed_s_per_step=fit[0] if fit is not None else None,
+            observations=len(self._step_times), spent_usd=self.ledger.spent(now),
+            observed_first_s=fit[1] if fit is not None else None, stage_done=0, started=0,
+            fresh_only=bool(self._segment_times) and not self._resumed_segments),
+            len(self.trials))
+        if plan is None:
+            return False
+        log.info("bracket %d: %d more trials with the time and budget left",
+                 self.scheduler.bracket + 1, plan.num_trials)
+        start(plan.num_trials)
+        self.store.journal_add("bracket", "*", plan.num_trials)
+        self._bracket_first = len(self.trials)
+        self._stage, self._done_at_rung, self._closing = 0, {}, -1
+        self._replanned = (0, len(self._step_times))
+        self._admit_limit, self._admission_closed = None, False
+        self._starved = False
+        if isinstance(self.scaling, FollowPlan):
+            self.scaling.plan = plan
+        else:
+            self.scaling = FollowPlan(plan)
+        self.store.add_plan(now, plan.to_json())
+        return True
 
     def _closing_stage(self) -> bool:
         """Whether the current stage is to be re-planned now as it closes (see

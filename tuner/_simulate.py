@@ -93,6 +93,7 @@ def simulate(
     raise_errors: bool = True,
     reallocation: Reallocation | None = None,
     setup_s: float = 0.0,
+    more_brackets: bool = False,
 ) -> SimResult:
     """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time.
 
@@ -104,6 +105,8 @@ def simulate(
     deadline policy (HyperSched; None: off). ``spot_policy`` picks each launch's market
     (preemptions then strike the spot ones). ``setup_s`` is what every segment pays before its
     first step (starting the trainable, restoring its checkpoint): the restart cost.
+    ``more_brackets``: as a sweep whose number of trials the planner chose, start another
+    bracket when one finishes with time and budget left (``replanner.next_bracket``).
     """
     clock = SimClock()
     f = faults or SimFaults()
@@ -144,7 +147,7 @@ def simulate(
         executor=executor,
         provider=provider, ledger=ledger, store=store,
         clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling,
-        replanner=replanner, reallocation=reallocation)
+        replanner=replanner, reallocation=reallocation, more_brackets=more_brackets)
     started = clock.now()
     try:
         outcome = controller.run()

@@ -254,8 +254,10 @@ class Store:
                     flag: bool = False) -> None:
         """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
         ``lost``, ``close``: admission closed, ``decide``, ``promote``: at most ``step`` trials
-        promoted into stage ``bracket``), in order: a resumed sweep replays them into a fresh
-        scheduler; and ``limit`` (``step``: the most trials a re-plan admits)."""
+        promoted into stage ``bracket``, ``widen``: at least that many, ``bracket``: a new
+        bracket of ``step`` trials), in order: a resumed sweep replays them into a fresh
+        scheduler; and ``limit`` (``step``: the most trials a re-plan admits, in the bracket
+        under way)."""
         with self._tx():
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))

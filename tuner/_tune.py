@@ -280,7 +280,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
             store=store, clock=clock,
             settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
             observer=observer, scaling=scaling, replanner=replanner,
-            reallocation=_reallocation(sweep, plan))
+            reallocation=_reallocation(sweep, plan),
+            more_brackets=chosen and replanner is not None)
         if prior is not None:
             (exp_dir / STOP_FILE).unlink(missing_ok=True)
             controller.restore()     # VMs the earlier run left running are adopted

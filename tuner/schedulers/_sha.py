@@ -75,12 +75,60 @@ class SuccessiveHalving(_RungScheduler):
         self._natural = list(self.sizes)  # the sizes without limit_stage's cuts
         self._stage = 0
         self._members: list[str] = []  # trials of the current stage
+        self._bracket = 0              # brackets started before this one (new_bracket)
 
     def _new_job(self, new_trial_id: str) -> Job | None:
-        job = super()._new_job(new_trial_id)
-        if job is not None:
-            self._members.append(job.trial_id)
+        if self._all_started():
+            return None
+        job = self._commit(Job(new_trial_id, self.rungs[0], bracket=self._bracket, new=True))
+        self._members.append(job.trial_id)
         return job
+
+    def on_job_lost(self, trial_id: str) -> None:
+        super().on_job_lost(trial_id)
+        lost = self._lost[-1]
+        self._lost[-1] = Job(lost.trial_id, lost.to_step, bracket=self._bracket)
+
+    @property
+    def bracket(self) -> int:
+        """The bracket being run: 0, then one more per :meth:`new_bracket`."""
+        return self._bracket
+
+    def new_bracket(self, num_trials: int) -> None:
+        """Once this bracket is finished, start another of ``num_trials`` new trials on the same
+        rungs (and first cut): what a sweep whose number of trials the planner chose does with
+        the time and budget its first bracket left (Ray Tune's ``num_samples=-1`` and Optuna's
+        ``n_trials=None`` keep sampling until a budget runs out; successive halving does so a
+        bracket at a time, as Hyperband runs several). The trials so far keep their results
+        and statuses; the new ones are ranked among themselves only.
+
+        >>> sha = SuccessiveHalving(min_resource=1, max_resource=3, reduction_factor=3)
+        >>> for i in range(3):
+        ...     job = sha.next_job(f"t{i}")
+        ...     sha.on_rung(job.trial_id, job.to_step, float(i))
+        >>> job = sha.next_job("t3")
+        >>> sha.on_rung(job.trial_id, job.to_step, 2.5)
+        >>> sha.is_finished()
+        True
+        >>> sha.new_bracket(3)
+        >>> sha.next_job("t3"), sha.total_trials, sha.sizes
+        (Job(trial_id='t3', to_step=1, bracket=1, new=True), 6, [3, 1])
+        """
+        if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
+            raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
+        if not self.is_finished():
+            raise ValueError("a new bracket can start only once the current one is finished")
+        for trial in self._trials.values():
+            if trial.status is TrialStatus.PAUSED:
+                trial.status = TrialStatus.PRUNED
+        self._bracket += 1
+        self.num_trials = len(self._trials) + num_trials
+        self._closed = False
+        self.sizes = sha_sizes(num_trials, len(self.rungs), self.reduction_factor,
+                               self.first_reduction)
+        self._natural = list(self.sizes)
+        self._stage = 0
+        self._members = []
 
     @property
     def stage(self) -> int:
@@ -97,7 +145,8 @@ class SuccessiveHalving(_RungScheduler):
         later stages are sized from them."""
         super().close_admission()
         if self._stage == 0 and len(self._trials) < self.num_trials:
-            self._natural = sha_sizes(len(self._trials), len(self.rungs), self.reduction_factor,
+            # (this bracket's trials: in its first stage, its members)
+            self._natural = sha_sizes(len(self._members), len(self.rungs), self.reduction_factor,
                                       self.first_reduction)
             self.sizes = [min(a, b) for a, b in zip(self.sizes, self._natural, strict=True)]
             self._settle()
@@ -228,4 +277,5 @@ class SuccessiveHalving(_RungScheduler):
             for trial_id in paused:
                 if trial_id not in self._members:
                     self._trials[trial_id].status = TrialStatus.PRUNED
-            self._ready += [Job(t, self.rungs[self._stage]) for t in self._members]
+            self._ready += [Job(t, self.rungs[self._stage], bracket=self._bracket)
+                            for t in self._members]
