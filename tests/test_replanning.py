@@ -323,6 +323,22 @@ def test_fit_segment_times_separates_the_first_segment_cost():
     assert fit_segment_times([]) is None
 
 
+def test_fit_segment_times_counts_segments_timed_at_zero():
+    # Two trials' later segments took no time (a coarse clock; a replayed curve whose recorded
+    # time stops growing): their steps still count. Least squares over the resumed rows alone
+    # (the fresh ones fix first_s): 4 (2r - 20) + 12 (6r - 60) + 16 (2r) = 0, r = 800 / 112.
+    segs = [(1, 20.0, True)] * 2 + [(2, 20.0, False), (6, 60.0, False)] + [(2, 0.0, False)] * 4
+    rate, first = fit_segment_times(segs, min_resumed=2)
+    assert rate == pytest.approx(800 / 112) and first == pytest.approx(20 - 800 / 112)
+    # Dropping them (as before) fitted the later steps at 10 s.
+    assert fit_segment_times([x for x in segs if x[1] > 0], min_resumed=2) == \
+        pytest.approx((10.0, 10.0))
+    # Only zeros among the resumed: a zero rate plans nothing; they are left out then.
+    zeros = [(1, 20.0, True)] * 2 + [(2, 0.0, False)] * 4
+    assert fit_segment_times(zeros, min_resumed=2) == (20.0, 0.0)
+    assert fit_segment_times([(2, 0.0, False)] * 3) is None
+
+
 def test_profile_charges_the_first_segment_cost_to_fresh_segments_only():
     p = Profile(10.0, first_segment_s=7.0, restore_s=1.0)
     assert p.segment_seconds(2, restore=False) == 27.0
