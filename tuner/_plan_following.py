@@ -292,8 +292,8 @@ class PlanningMixin:
             return False
         log.info("bracket %d: %d more trials with the time and budget left",
                  self.scheduler.bracket + 1, plan.num_trials)
+        self.store.journal_add("bracket", "*", plan.num_trials)   # (before: write-ahead)
         start(plan.num_trials)
-        self.store.journal_add("bracket", "*", plan.num_trials)
         self._bracket_first = len(self.trials)
         self._stage, self._done_at_rung, self._closing = 0, {}, -1
         self._replanned = (0, len(self._step_times))
