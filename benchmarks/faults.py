@@ -41,10 +41,18 @@ Figures (``summary``):
 - ``lost_results``: for every segment whose end the simulated executor delivered as a result
   (done, ended or stopped; a failed run is superseded by its retry), the reports it delivered
   for it minus the reports of it in the store (never below 0 per segment); both
-  sides are counted, not assumed. Reports of segments whose VM went away are excluded: the
-  controller drops those on purpose, since the re-run from the last checkpoint supersedes them.
+  sides are counted, not assumed. Reports of segments whose VM went away, or that the
+  controller gave up when their lease lapsed (stored ``stale``; a worker that was restarting
+  may still deliver their stop), are excluded: the controller drops those on purpose, since
+  the re-run from the last checkpoint supersedes them.
 
-    python benchmarks/faults.py [--schedules 1000] [--seed 0] [--jobs N] [--data DIR] [--json]
+    python benchmarks/faults.py [--schedules 1000] [--seed 0] [--jobs N] [--data DIR] [--chosen]
+                                [--json]
+
+``--chosen`` runs every schedule (same draws otherwise) as a sweep whose number of trials the
+planner chose: synchronous SHA following a plan whose re-planner has the cost budget (it may
+close admission early, promote fewer or more, decide a stage without its stragglers, and
+start more brackets while time and budget are left; ``summary.more_brackets`` counts those).
 
 Worker processes are started with a fixed ``PYTHONHASHSEED`` (unless one is set), since the
 controller iterates over sets of instance ids and string hashing is randomised per process:
@@ -183,6 +191,9 @@ def draw_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
         "budget_factor": rng.uniform(*BUDGET_FACTORS),
         "step_noise": rng.uniform(0.0, 0.3), "max_failures": rng.randint(0, 3),
         "sim_seed": rng.randrange(2**31),
+        # The sampler's configurations, each drawn once: the most trials a chosen shape may
+        # start, all brackets together.
+        "configs": len(list(curves.config_ids())),
     }
     # Fault rates; times are drawn once the deadline is known (run_schedule), from this rng's
     # state carried in a seed.
@@ -220,6 +231,14 @@ def budgets_for(schedule: dict[str, Any]) -> tuple[JobShape, Profile, Any, Any, 
                               max_workers=schedule["num_trials"])
         plan = replanner.initial()
         predicted = plan.predicted_cost_usd
+        if schedule.get("chosen"):
+            # The same plan, re-planned with the cost budget (a chosen shape's re-planner).
+            replanner = Replanner(shape, profile, itype, deadline, spot=spot,
+                                  billing_minimum_s=BILLING_MINIMUM_S,
+                                  max_workers=schedule["num_trials"],
+                                  cost_budget_usd=schedule["budget_factor"] * predicted,
+                                  max_trials=schedule.get("configs"))
+            plan = replanner.initial()
         extra = {"replanner": replanner, "plan": plan}
     else:
         predicted = plan_static(shape, profile, itype, schedule["workers"], spot=spot,
@@ -248,11 +267,15 @@ def sim_faults(schedule: dict[str, Any], deadline: float) -> SimFaults:
 
 # -- running one ------------------------------------------------------------------------------
 def run_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
-                 index: int) -> dict[str, Any]:
-    """Draw schedule ``index`` and run it; what it measured, as plain values."""
+                 index: int, chosen: bool = False) -> dict[str, Any]:
+    """Draw schedule ``index`` and run it (``chosen``: as a chosen-shape sweep, see the module
+    docstring); what it measured, as plain values."""
     t0 = time.perf_counter()
     logging.getLogger("tuner").setLevel(logging.ERROR)   # faults are expected here
     schedule = draw_schedule(data_dir, by_set, seed, index)
+    if chosen:
+        schedule.update(policy="plan", scheduler="sha", workers=schedule["num_trials"],
+                        chosen=True)
     try:
         return _run(data_dir, schedule, t0)
     except Exception as exc:  # a crash of the benchmark itself, not an outcome of the sweep
@@ -274,7 +297,8 @@ def _run(data_dir: str, schedule: dict[str, Any], t0: float) -> dict[str, Any]:
     if schedule["policy"] == "plan":
         plan = extra["plan"]
         workers = max(1, plan.workers_for_rung(0))
-        kw = dict(scaling=FollowPlan(plan), replanner=extra["replanner"])
+        kw = dict(scaling=FollowPlan(plan), replanner=extra["replanner"],
+                  more_brackets=bool(schedule.get("chosen")))
     elif schedule["policy"] == "static":
         kw = dict(scaling=Static(workers))
     else:
@@ -317,6 +341,11 @@ def measure(r: SimResult, deadline: float, budget: float) -> dict[str, Any]:
     for seg_id, status in r.executor.finished.items():
         if status == "failed":
             continue   # not a result: a retry supersedes it (and the store may drop it)
+        if status == "stopped" and states.get(seg_id) == "stale":
+            # Given up when its lease lapsed, and asked to stop: the controller dropped what
+            # it reported and ignores what comes after (the re-run from the trial's last
+            # checkpoint supersedes it), as for a segment whose VM went away.
+            continue
         d, p = r.executor.delivered_reports[seg_id], stored.get(seg_id, 0)
         delivered += d
         persisted += p
@@ -345,6 +374,7 @@ def measure(r: SimResult, deadline: float, budget: float) -> dict[str, Any]:
         "delivered_reports": delivered, "persisted_reports": persisted, "lost_results": lost,
         "duplicate_reports": int(duplicates), "segment_state_mismatches": state_mismatches,
         "trials": len(r.trials), "best_value": r.best_value,
+        "brackets": 1 + sum(e["kind"] == "bracket" for e in r.store.journal()),
         "faults": {k: int(faults.get(k, 0)) for k in FAULT_KEYS},
     }
 
@@ -380,6 +410,7 @@ def summarise(runs: list[dict[str, Any]], wall_s: float, jobs: int) -> dict[str,
         "segment_state_mismatches": sum(r["segment_state_mismatches"] for r in ok),
         "faults": {k: int(faults.get(k, 0)) for k in FAULT_KEYS},
         "schedules_with": {k: sum(r["faults"][k] > 0 for r in ok) for k in FAULT_KEYS},
+        "more_brackets": sum(r["brackets"] - 1 for r in ok),
         "wall_s": wall_s,
         "jobs": jobs,
     }
@@ -450,7 +481,7 @@ def misses_table(runs: list[dict[str, Any]], limit: int = 20) -> Table | None:
 
 # -- main -------------------------------------------------------------------------------------
 def run_all(data_dir: Path, schedules: int, seed: int, jobs: int,
-            log: Any = None) -> list[dict[str, Any]]:
+            log: Any = None, chosen: bool = False) -> list[dict[str, Any]]:
     by_set = tasks_by_set(data_dir)
     if not by_set:
         raise SystemExit(f"no task in {data_dir}")
@@ -462,7 +493,7 @@ def run_all(data_dir: Path, schedules: int, seed: int, jobs: int,
     try:
         with ProcessPoolExecutor(max_workers=max(1, min(jobs, schedules)),
                                  mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(run_schedule, str(data_dir), by_set, seed, i)
+            futures = [pool.submit(run_schedule, str(data_dir), by_set, seed, i, chosen)
                        for i in range(schedules)]
             for k, fut in enumerate(as_completed(futures), 1):
                 runs.append(fut.result())
@@ -483,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="worker processes (default: the CPUs)")
     ap.add_argument("--data", type=Path, default=None,
                     help="curve directory (default: ../shared/data if present, else the sample)")
+    ap.add_argument("--chosen", action="store_true",
+                    help="run every schedule as a sweep whose number of trials the planner "
+                         "chose (SHA, the re-planner with the cost budget, more brackets)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     for name in ("schedules", "jobs"):
@@ -497,11 +531,11 @@ def main(argv: list[str] | None = None) -> int:
     out.print(f"data: {data_dir}; {args.schedules} schedule(s), seed {args.seed}, "
               f"{args.jobs} process(es)")
     runs = run_all(data_dir, args.schedules, args.seed, args.jobs,
-                   log=lambda m: err.print(f"[dim]{m}[/]"))
+                   log=lambda m: err.print(f"[dim]{m}[/]"), chosen=args.chosen)
     wall = time.perf_counter() - started
     summary = summarise(runs, wall, args.jobs)
     if args.json:
-        details = {"data_dir": str(data_dir), "seed": args.seed,
+        details = {"data_dir": str(data_dir), "seed": args.seed, "chosen": args.chosen,
                    "targets": targets_report(summary),
                    "settings": {"register_timeout_s": SETTINGS.register_timeout_s,
                                 "boot_timeout_s": SETTINGS.boot_timeout_s,
