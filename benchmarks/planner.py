@@ -22,7 +22,10 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   ``--accuracy-shape`` for the other shapes), re-planned online, against ASHA with n trials
   on the largest fixed cluster whose price for the whole deadline fits the budget (at least
   one worker: where not even one fits, the cost budget ends that ASHA sweep early); a win is
-  a best value at least as good.
+  a best value at least as good. As a sweep with ``num_trials`` left out, a planner sweep
+  whose bracket ends with time and budget left starts another (``--brackets one``: not).
+- where each run's bill goes: GPU-seconds booting, busy and idle (``bill`` per run,
+  ``details.bill_shares_by_deadline``).
 
 - solve times, per task, for a job of 1,000 trials (the size the targets name):
   ``plan_solve_s_p95`` over its ``plan_cost_min`` plans at the four deadline factors (of the

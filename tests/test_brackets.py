@@ -12,7 +12,6 @@ from optuna.distributions import IntDistribution
 from budgets import (
     BootLatency,
     FollowPlan,
-    InstanceType,
     JobShape,
     Ledger,
     Profile,
@@ -21,6 +20,7 @@ from budgets import (
     SimClock,
 )
 from cloud import SimInstanceType, SimProvider
+from tests.test_replanning import GPU, SIM_GPU  # $3.6/h (an instance-second: $0.001); $1/h
 from tests.test_resume import _drive
 from tests.test_simulate import SHA, Synth
 from tuner._controller import Controller, RunSpec
@@ -30,10 +30,6 @@ from tuner._sim_executor import SimExecutor
 from tuner._simulate import SIM_SETTINGS, simulate
 from tuner._store import Store
 from tuner.schedulers import Job, SuccessiveHalving, TrialStatus
-
-# $3.6/h: one instance-second costs $0.001.
-GPU = InstanceType("aws", "x1", "T4", 1, 4, 16, "us-east-1", 3.6)
-SIM_GPU = InstanceType("local", "sim-gpu", "T4", 1, 4, 16, "local", 1.0)
 
 
 def _finished_bracket(n: int = 9) -> SuccessiveHalving:
