@@ -192,8 +192,9 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     assert made[-1].cost_budget_usd == 0.05
     # The resumed re-planner may still shrink the bracket under way to keep within the (new)
     # cost budget, and start more with what it adds.
-    resume(exp, time_budget="50s", cost_budget=0.06)
-    assert made[-1].cost_budget_usd == 0.06
+    # (The first run used its whole 40 s and its stop grace: the budget must leave more.)
+    resume(exp, time_budget="80s", cost_budget=0.08)
+    assert made[-1].cost_budget_usd == 0.08
     # A count the user sets on resume is theirs: it is planned as given.
     resume(exp, time_budget="120s", cost_budget=0.1, num_trials=chosen)
     assert made[-1].cost_budget_usd is None
