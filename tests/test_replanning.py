@@ -176,6 +176,22 @@ def test_follow_plan_lets_idle_workers_go_in_the_last_stage():
     assert policy.target(view(0, starved=True)) == 3     # stage 1 will need three
 
 
+def test_follow_plan_lets_no_worker_go_while_jobs_wait_unless_the_stage_may_be_cut():
+    # Stage 0 re-planned down to 1 worker while 5 are live and jobs still wait for a slot.
+    policy = FollowPlan(_growing_plan())
+
+    def view(queued: bool, cuts_stages: bool = False) -> ScaleView:
+        return ScaleView(now=100.0, live=5, busy=5, starved=False, queued=queued, stage=0,
+                         elapsed_s=80.0, cuts_stages=cuts_stages)
+
+    assert policy.target(view(queued=True)) == 5       # their boots are paid: none goes
+    assert policy.target(view(queued=False)) == 1      # no job waits: the plan's count
+    assert policy.target(view(queued=True, cuts_stages=True)) == 1
+    # (it never grows the cluster by itself)
+    assert policy.target(ScaleView(now=100.0, live=0, busy=0, starved=False, queued=True,
+                                   stage=0, elapsed_s=80.0)) == 1
+
+
 def test_follow_plan_lets_the_next_stages_workers_go_while_its_work_is_far_off():
     rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 150.0), RungPlan(1, 3, 3, 1, 3, 150.0, 250.0)]
     policy = FollowPlan(Plan(True, 0.0, 250.0, 9, rungs, [], inputs={"boot_s": 40}))

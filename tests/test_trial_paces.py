@@ -103,8 +103,9 @@ class SlowWinners(Synth):
         return 10.0 * (1.0 + 2.0 * (self.q[c] - 0.5)) * (b - a)
 
 
-def _spied_sweep(curves, shape: JobShape):
-    """A 9-worker simulated SHA sweep of ``shape`` with a re-planner; every view it was shown."""
+def _spied_sweep(curves, shape: JobShape, workers: int = 9):
+    """A simulated SHA sweep of ``shape`` with a re-planner, started on ``workers`` workers;
+    every view it was shown."""
     seen: list[ReplanView] = []
     rp = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
                    billing_minimum_s=60, max_workers=shape.num_trials)
@@ -115,7 +116,7 @@ def _spied_sweep(curves, shape: JobShape):
 
     r = simulate(curves, metric="acc", mode="max",
                  scheduler={**SHA, "min_resource": shape.min_resource},
-                 num_trials=shape.num_trials, workers=9, seed=0, boot_s=lambda rng: 60.0,
+                 num_trials=shape.num_trials, workers=workers, seed=0, boot_s=lambda rng: 60.0,
                  scaling=FollowPlan(rp.initial()), replanner=spy)
     return r, seen
 
@@ -483,8 +484,10 @@ class DearFirstStep(Synth):
 
 
 def test_first_segments_of_several_steps_tell_the_first_steps_cost_from_the_rest():
-    # Rungs 3/9/27: every first segment trains 3 steps, 130 s in all.
-    r, seen = _spied_sweep(DearFirstStep(n=27), JobShape(27, 3, 27, 3))
+    # Rungs 3/9/27: every first segment trains 3 steps, 130 s in all. One worker (the plan's,
+    # with no deadline), so they end one by one: on 9 they would end in waves of 9, and the
+    # first wave would already tell the two apart (no re-plan: nothing drifted).
+    r, seen = _spied_sweep(DearFirstStep(n=27), JobShape(27, 3, 27, 3), workers=1)
     assert r.outcome.reason == "done"
     first_stage = [v for v in seen if v.stage == 0]
     # The first re-plans see 130 s per 3 steps; then, still in the first stage (first

@@ -756,7 +756,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         busy = {run.instance_id for run in self.running.values()}
         view = ScaleView(now=now, live=len(live), busy=len(busy & set(live)),
                          starved=self._starved, queued=self._queued, stage=self._stage,
-                         elapsed_s=now - self._started_at, next_work_s=self._next_work_s(now))
+                         elapsed_s=now - self._started_at, next_work_s=self._next_work_s(now),
+                         cuts_stages=getattr(self.replanner, "cost_budget_usd", None) is not None)
         target = self.scaling.target(view)
         leaving: list[str] = []
         if self.spec.spot_policy is not None and not self._spot_now(now):
