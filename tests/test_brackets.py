@@ -1,5 +1,6 @@
 """A sweep whose number of trials the planner chose runs another bracket with the time and
-budget its first one left: the scheduler, the re-planner, the controller and resume."""
+budget its first one left (an ASHA sweep admits more trials): the scheduler, the re-planner,
+the controller and resume."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from budgets import (
 from cloud import SimInstanceType, SimProvider
 from tests.test_replanning import GPU, SIM_GPU  # $3.6/h (an instance-second: $0.001); $1/h
 from tests.test_resume import _drive
-from tests.test_simulate import SHA, Synth
+from tests.test_simulate import ASHA, SHA, Synth
 from tuner._controller import Controller, RunSpec
 from tuner._journal import replay
 from tuner._sampling import PermutationSampler, Sampler
 from tuner._sim_executor import SimExecutor
 from tuner._simulate import SIM_SETTINGS, simulate
 from tuner._store import Store
+from tuner.schedulers import ASHA as AsyncHalving
 from tuner.schedulers import Job, SuccessiveHalving, TrialStatus
 
 
@@ -99,6 +101,57 @@ def test_a_new_bracket_is_journaled_and_replayed(tmp_path):
         assert original.next_job(f"z{k}") == rebuilt.next_job(f"z{k}")
 
 
+def test_more_asha_trials_join_its_rungs_once_it_is_finished():
+    asha = AsyncHalving(1, 9, 3, "max", 3)
+    asha.next_job("t0")
+    with pytest.raises(ValueError, match="once the sweep is finished"):
+        asha.new_bracket(3)
+    for tid, v in (("t0", 0.2),):
+        asha.on_rung(tid, 1, v)
+    for tid, v in (("t1", 0.9), ("t2", 0.5)):
+        asha.on_rung(asha.next_job(tid).trial_id, 1, v)
+    job = asha.next_job("x")                      # the top third of rung 1: t1
+    assert job == Job("t1", 3)
+    asha.on_rung("t1", 3, 0.95)
+    assert asha.is_finished() and asha.status("t2") is TrialStatus.PAUSED
+    with pytest.raises(ValueError, match="num_trials"):
+        asha.new_bracket(0)
+    asha.new_bracket(3)
+    assert asha.total_trials == 6 and not asha.is_finished()
+    jobs = [asha.next_job(f"n{i}") for i in range(3)]
+    assert [(j.trial_id, j.to_step, j.new) for j in jobs] == [(f"n{i}", 1, True) for i in range(3)]
+    for j, v in zip(jobs, (0.1, 0.0, 0.05), strict=True):
+        asha.on_rung(j.trial_id, 1, v)
+    # Rung 1 holds six now: its top third is two, and t2, paused there, is the second.
+    assert asha.next_job("n9") == Job("t2", 3)
+    assert asha.status("t0") is TrialStatus.PAUSED
+
+
+def test_more_asha_trials_are_journaled_and_replayed(tmp_path):
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "m", "max", None, None)
+
+    def values(tid, step):
+        return (int(tid[1:]) * 7919 % 101) / 100 + step / 1000
+
+    original = AsyncHalving(1, 9, 3, "max", 9)
+    _drive(original, store, values, 100)
+    assert original.is_finished()
+    store.journal_add("bracket", "*", 6)
+    original.new_bracket(6)
+    running = _drive(original, store, values, 5)
+    rebuilt = AsyncHalving(1, 9, 3, "max", 9)
+    assert replay(rebuilt, store.journal()) == len(store.journal())
+    ids = {e["trial_id"] for e in store.journal()} - {"*"}
+    assert {t: rebuilt.status(t) for t in ids} == {t: original.status(t) for t in ids}
+    assert rebuilt.total_trials == 15
+    for job in running:
+        original.on_job_lost(job.trial_id)
+        rebuilt.on_job_lost(job.trial_id)
+    for k in range(6):
+        assert original.next_job(f"z{k}") == rebuilt.next_job(f"z{k}")
+
+
 def _replanner(first: int = 27, **kw) -> Replanner:
     return Replanner(JobShape(first, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), GPU,
                      10_000.0, billing_minimum_s=0, **kw)
@@ -143,11 +196,12 @@ def test_no_next_bracket_without_a_cost_budget_room_or_trials_left():
 
 
 def _sweep(more: bool, budget: float = 2.0, deadline: float = 3000.0, max_trials: int = 27,
-           store_path=":memory:"):
+           store_path=":memory:", scheduler=SHA):
     rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
                    deadline, cost_budget_usd=budget, billing_minimum_s=0, max_trials=max_trials)
     plan = rp.initial()
-    return simulate(Synth(n=27), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    return simulate(Synth(n=27), metric="acc", mode="max",
+                    scheduler={**scheduler, "max_resource": 9},
                     num_trials=9, workers=max(1, plan.workers_for_rung(0)), seed=0,
                     boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
                     time_budget_s=deadline, cost_budget_usd=budget, billing_minimum_s=0.0,
@@ -170,6 +224,23 @@ def test_a_sweep_runs_more_brackets_while_time_budget_and_trials_are_left():
     assert more.best_value >= one.best_value
     # Each bracket's plan is stored, as re-plans are, for planned against actual.
     assert len(more.store.plans()) > len(one.store.plans())
+
+
+def test_an_asha_sweep_admits_more_trials_while_time_budget_and_trials_are_left():
+    one, more = _sweep(False, scheduler=ASHA), _sweep(True, scheduler=ASHA)
+    assert len(one.trials) == 9 and "bracket" not in [e["kind"] for e in one.store.journal()]
+    added = [e["step"] for e in more.store.journal() if e["kind"] == "bracket"]
+    assert added and max(added) <= 9 and len(more.trials) == 9 + sum(added) <= 27
+    assert more.outcome.reason == "done" and more.budget_respected and more.deadline_met
+    assert more.spend_usd > one.spend_usd and more.best_value >= one.best_value
+    # One ladder (ASHA has no brackets): every trial is in bracket 0, and the new ones were
+    # ranked with the earlier ones (one of them, or an earlier trial paused below the top
+    # when they arrived, was promoted after they reported).
+    rows = more.store.query("SELECT trial_id, bracket, last_step FROM trials ORDER BY number")
+    assert {r["bracket"] for r in rows} == {0}
+    jobs = [e for e in more.store.journal() if e["kind"] in ("job", "bracket")]
+    first_added = next(i for i, e in enumerate(jobs) if e["kind"] == "bracket")
+    assert any(not e["flag"] for e in jobs[first_added:]), "no promotion after more trials"
 
 
 def test_a_bracket_the_budget_left_cannot_pay_is_not_started():

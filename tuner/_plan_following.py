@@ -273,7 +273,8 @@ class PlanningMixin:
         """The bracket has finished (nothing runs, no job is left) before the deadline: start
         another one if the re-planner finds time and budget for it (``more_brackets``: a sweep
         whose number of trials the planner chose), journaled so a resumed sweep replays it.
-        Returns whether one was started."""
+        The scheduler's ``new_bracket`` starts it (ASHA, which has no brackets, admits that
+        many more trials into its rungs). Returns whether one was started."""
         start = getattr(self.scheduler, "new_bracket", None)
         plan_next = getattr(self.replanner, "next_bracket", None)
         if not (self.more_brackets and callable(start) and callable(plan_next)
@@ -290,8 +291,7 @@ class PlanningMixin:
             len(self.trials))
         if plan is None:
             return False
-        log.info("bracket %d: %d more trials with the time and budget left",
-                 self.scheduler.bracket + 1, plan.num_trials)
+        log.info("%d more trials with the time and budget left", plan.num_trials)
         self.store.journal_add("bracket", "*", plan.num_trials)   # (before: write-ahead)
         start(plan.num_trials)
         self._bracket_first = len(self.trials)

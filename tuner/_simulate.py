@@ -106,7 +106,8 @@ def simulate(
     (preemptions then strike the spot ones). ``setup_s`` is what every segment pays before its
     first step (starting the trainable, restoring its checkpoint): the restart cost.
     ``more_brackets``: as a sweep whose number of trials the planner chose, start another
-    bracket when one finishes with time and budget left (``replanner.next_bracket``).
+    bracket when one finishes with time and budget left (``replanner.next_bracket``; an ASHA
+    sweep admits that many more trials).
     """
     clock = SimClock()
     f = faults or SimFaults()

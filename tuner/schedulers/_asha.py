@@ -47,6 +47,35 @@ class ASHA(_RungScheduler):
         self._candidates: list[list[tuple[float, int, str]]] = [[] for _ in rungs]
         self._arrivals = 0
 
+    def new_bracket(self, num_trials: int) -> None:
+        """Once the sweep is finished, admit ``num_trials`` more trials: what a sweep whose
+        number of trials the planner chose does with the time and budget left (Ray Tune's
+        ``num_samples=-1`` and Optuna's ``n_trials=None`` keep sampling until a budget runs
+        out). ASHA has no brackets to start: the new trials join the same rungs, and a trial
+        paused at a rung may still be promoted as they fill it (its top ``1 / eta`` grows).
+        The controller calls it as it starts another bracket of
+        :class:`SuccessiveHalving`, and a resumed sweep replays it from the journal.
+
+        >>> asha = ASHA(min_resource=1, max_resource=3, reduction_factor=3, num_trials=3)
+        >>> for i, value in enumerate([0.2, 0.9, 0.5]):
+        ...     job = asha.next_job(f"t{i}")
+        ...     asha.on_rung(job.trial_id, job.to_step, value)
+        >>> asha.next_job("t3")                     # t1 is the top third of rung 1
+        Job(trial_id='t1', to_step=3, bracket=0, new=False)
+        >>> asha.on_rung("t1", 3, 0.95)
+        >>> asha.is_finished()
+        True
+        >>> asha.new_bracket(3)
+        >>> asha.next_job("t3"), asha.total_trials
+        (Job(trial_id='t3', to_step=1, bracket=0, new=True), 6)
+        """
+        if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
+            raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
+        if not self.is_finished():
+            raise ValueError("more trials can join only once the sweep is finished")
+        self.num_trials = len(self._trials) + num_trials
+        self._closed = False
+
     def _record(self, trial_id: str, step: int, value: float | None) -> None:
         super()._record(trial_id, step, value)
         if step not in self.rungs:
