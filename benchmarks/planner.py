@@ -43,7 +43,7 @@ it (the controller reads the deadline only to stop).
 
     python benchmarks/planner.py [--data DIR] [--quick] [--max-tasks 8] [--seeds 5]
                                  [--jobs N] [--full-fits] [--straggler 0]
-                                 [--profile median|fitted] [--json]
+                                 [--profile median|fitted] [--early-promotion] [--json]
 
 ``--max-tasks`` (default 8) keeps the full run to minutes: tasks are taken round-robin over the
 sets in sorted order. Only resumable tasks (cost additive over steps, the job the planner's
@@ -309,15 +309,19 @@ def shape_options(accuracy_shape: str) -> dict[str, Any]:
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   straggler: float = 0.0, profile_kind: str = "median",
-                  accuracy_shape: str = "gentle", brackets: str = "more") -> dict[str, Any]:
+                  accuracy_shape: str = "gentle", brackets: str = "more",
+                  early_promotion: bool = False) -> dict[str, Any]:
     """All cases (one per deadline factor) of one task and seed; ``brackets``: ``more`` runs
     the accuracy sweeps as a sweep with ``num_trials`` left out does (another bracket while
-    time and budget are left), ``one`` stops them after their first bracket."""
+    time and budget are left), ``one`` stops them after their first bracket;
+    ``early_promotion``: the job's synchronous halving promotes early (every run of the given
+    job: planner and baselines; not the accuracy sweeps, whose re-planner may cut a stage)."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
     price = itype.on_demand_per_hour / itype.gpus
     sched_sha = sha_scheduler(task)
     sched_asha = {**sched_sha, "type": "asha"}
+    sched_job = {**sched_sha, "early_promotion": early_promotion}
     common = sim_setting(curves, task, seed, itype)
     n = task.num_trials
     shape = JobShape(num_trials=n, min_resource=1, max_resource=task.max_resource,
@@ -338,7 +342,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
 
     def static_run(w: int) -> dict[str, Any]:
         if w not in static:
-            r, err = sim(scheduler=sched_sha, num_trials=n, workers=w, scaling=Static(w))
+            r, err = sim(scheduler=sched_job, num_trials=n, workers=w, scaling=Static(w))
             static[w] = _run_summary(r, err)
         return static[w]
 
@@ -360,7 +364,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         return task_profile(task, profile_kind)
 
     base = static_run(n)
-    naive_r, naive_err = sim(scheduler=sched_sha, num_trials=n, workers=n,
+    naive_r, naive_err = sim(scheduler=sched_job, num_trials=n, workers=n,
                              scaling=ReleaseIdle(n))
     naive = _run_summary(naive_r, naive_err)
     cases = []
@@ -373,7 +377,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         plan = replanner.initial()
         solve_s.append(time.perf_counter() - t)
         first = max(1, plan.workers_for_rung(0))
-        pr, perr = sim(scheduler=sched_sha, num_trials=n, workers=first,
+        pr, perr = sim(scheduler=sched_job, num_trials=n, workers=first,
                        scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline)
         prun = _run_summary(pr, perr)
         replans = pr.store.plans()[1:] if pr is not None else []
@@ -752,6 +756,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the accuracy sweeps: 'more' starts another bracket while time and "
                          "budget are left, as a sweep with num_trials left out does (default); "
                          "'one' stops after the first")
+    ap.add_argument("--early-promotion", action="store_true",
+                    help="the given job's synchronous halving promotes a trial before its "
+                         "stage is decided once it is certain to go on (planner and "
+                         "baselines alike)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
     if not (math.isfinite(args.straggler) and args.straggler >= 0):
@@ -790,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(run_thousand, str(data_dir), t, itype, args.straggler, args.profile,
                        args.accuracy_shape, not args.quick)
         return run(run_task_seed, str(data_dir), t, s, itype, args.straggler, args.profile,
-                   args.accuracy_shape, args.brackets)
+                   args.accuracy_shape, args.brackets, args.early_promotion)
 
     def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
         what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"
@@ -823,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         details = {
             "data_dir": str(data_dir), "seeds": seeds, "straggler": args.straggler,
             "profile": args.profile, "accuracy_shape": args.accuracy_shape,
-            "brackets": args.brackets,
+            "brackets": args.brackets, "early_promotion": args.early_promotion,
             "deadline_factors": list(FACTORS),
             "budget_factors": list(BUDGET_FACTORS),
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],

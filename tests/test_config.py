@@ -429,6 +429,16 @@ def test_sweep_config_built_directly_validates_too():
         SchedulerConfig(type="sha", max_resource=9, first_reduction=1)
     with raises("metric", "is required"):
         SweepConfig.model_validate({k: v for k, v in base().items() if k != "metric"})
+    # Early promotion: synchronous halving's, for a sweep whose number of trials is given.
+    sha = {"type": "sha", "max_resource": 27, "early_promotion": True}
+    assert SweepConfig(**base(scheduler=sha, num_trials=27)).scheduler.early_promotion
+    assert not SweepConfig(**base()).scheduler.early_promotion
+    with raises("scheduler.early_promotion", "type: sha", "'asha'"):
+        SchedulerConfig(type="asha", max_resource=9, early_promotion=True)
+    with raises("scheduler.early_promotion", "needs num_trials"):
+        SweepConfig(**base(scheduler=sha))
+    with raises("scheduler.early_promotion"):
+        SchedulerConfig(type="sha", max_resource=9, early_promotion="yes")
 
 
 def test_overrides_replace_top_level_keys(tmp_path, train_module):

@@ -606,3 +606,47 @@ def test_a_sweep_with_a_cost_budget_lets_workers_idle_behind_a_straggler_go_soon
     assert len(gone_without) == len(gone_budgeted) == 2
     assert min(gone_budgeted) < min(gone_without) - 100
     assert budgeted.spend_usd < without.spend_usd
+
+
+@pytest.mark.parametrize("replanned", [False, True])
+def test_early_promotion_runs_the_same_sweep_for_less(replanned):
+    # The straggler (the best trial, 30x slower per step) holds every stage it is in; with
+    # early promotion the trials certain to go on train their next rung meanwhile.
+    def run(early: bool):
+        rp = None
+        plan = Plan(True, 0.0, 0.0, 27, [RungPlan(0, 27, 1, 1, 9, 0.0, 0.0),
+                                         RungPlan(1, 9, 3, 1, 9, 0.0, 0.0),
+                                         RungPlan(2, 3, 9, 1, 3, 0.0, 0.0)], [])
+        if replanned:   # the re-planner and FollowPlan on the controller's stages
+            rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)),
+                           SIM_GPU, 4000.0, billing_minimum_s=0, max_workers=27)
+            plan = rp.initial()
+        return simulate(_Straggler(), metric="acc", mode="max",
+                        scheduler={**SHA, "max_resource": 9, "early_promotion": early},
+                        num_trials=27, workers=max(1, plan.workers_for_rung(0)), seed=0,
+                        boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
+                        time_budget_s=4000.0, billing_minimum_s=0.0)
+
+    plain, early = run(False), run(True)
+    assert plain.outcome.reason == early.outcome.reason == "done"
+    assert early.best_value == plain.best_value
+    def steps(r):
+        return dict(zip(r.trials["params.config"], r.trials["last_step"], strict=True))
+
+    assert steps(early) == steps(plain)        # every trial trained as far as before
+    # (The straggler's own chain of segments is the sweep's wall time either way.)
+    assert early.wall_s <= plain.wall_s and early.spend_usd < plain.spend_usd
+    # A next rung's segment started while the rung before still had one running.
+    segs = sorted(early.store.segments(), key=lambda s: s["started_at"])
+    assert any(s["start_step"] == 1 and any(o["stop_step"] == 1 and o["finished_at"] >
+                                            s["started_at"] for o in segs) for s in segs)
+
+
+def test_early_promotion_refuses_a_re_planner_that_may_cut_a_stage():
+    rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
+                   20_000.0, cost_budget_usd=5.0, billing_minimum_s=0)
+    with pytest.raises(ValueError, match="early_promotion"):
+        simulate(_Straggler(), metric="acc", mode="max",
+                 scheduler={**SHA, "max_resource": 9, "early_promotion": True}, num_trials=27,
+                 workers=1, seed=0, scaling=FollowPlan(rp.initial()), replanner=rp,
+                 time_budget_s=20_000.0, cost_budget_usd=5.0)

@@ -46,6 +46,7 @@ def _drive(scheduler, store, values, stop_after):
 @pytest.mark.parametrize("make", [
     lambda: ASHA(1, 27, 3, "max", 40),
     lambda: SuccessiveHalving(1, 27, 3, "max", 27),
+    lambda: SuccessiveHalving(1, 27, 3, "max", 27, early_promotion=True),
     lambda: Hyperband(1, 27, 3, "max"),
 ])
 def test_the_journal_rebuilds_every_scheduler(tmp_path, make):

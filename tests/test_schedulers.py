@@ -603,3 +603,85 @@ def test_sha_first_reduction_cuts_only_the_first_rung_gently():
         SuccessiveHalving(1, 27, 3, first_reduction=1)
     with pytest.raises(ValueError, match="only a synchronous halving"):
         make_scheduler("asha", 1, 27, 3, "max", None, first_reduction=2)
+
+
+# --- synchronous halving that promotes early -------------------------------------------------
+
+
+def _fixed_value(trial_id: str, step: int) -> float | None:
+    """The same value whenever asked (report orders differ between the runs compared); ties
+    between trials, and a trial whose metric is NaN, which is never promoted."""
+    n = int(trial_id[1:])
+    if n % 17 == 5:
+        return math.nan
+    return (n * 7919 % 23) / 23 + step / 1000
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("num_trials", "first_reduction"), [(27, None), (40, None), (81, 2)])
+def test_early_promotion_promotes_the_same_trials_sooner(seed, num_trials, first_reduction):
+    def run(early: bool):
+        sha = SuccessiveHalving(1, 27, 3, "max", num_trials, first_reduction,
+                                early_promotion=early)
+        log = drive(sha, _fixed_value, slots=5, seed=seed)
+        reached = defaultdict(set)
+        for event in log:
+            if event[0] == "rung":
+                reached[event[2]].add(event[1])
+        return sha, log, reached
+
+    plain, plain_log, plain_reached = run(False)
+    early, early_log, early_reached = run(True)
+    # The same trials reach every rung and end the same way ...
+    assert early_reached == plain_reached
+    assert {t: early.status(t) for t in early._trials} == \
+        {t: plain.status(t) for t in plain._trials}
+    # ... but a next rung's job is handed out while trials of the rung before still train.
+    def overlaps(log):
+        running: dict[str, int] = {}
+        for event in log:
+            if event[0] == "job":
+                job = event[1]
+                if any(step < job.to_step for step in running.values()) and not job.new:
+                    return True
+                running[job.trial_id] = job.to_step
+            else:
+                running.pop(event[1], None)
+        return False
+
+    assert overlaps(early_log) and not overlaps(plain_log)
+
+
+def test_early_promotion_goes_only_as_far_as_is_certain():
+    sha = SuccessiveHalving(1, 9, 3, "max", 9, early_promotion=True)   # sizes 9/3/1
+    jobs = [sha.next_job(f"t{i}") for i in range(9)]
+    for job, v in zip(jobs[:6], (0.9, 0.8, 0.1, 0.2, 0.3, 0.4), strict=True):
+        sha.on_rung(job.trial_id, 1, v)
+    # 6 have reported, 3 still train: each of those could rank above any of the 6.
+    assert sha.next_job("x") is None and sha.stage == 0
+    sha.on_rung("t6", 1, 0.0)
+    # 2 still train: the best of 7 is certain to be in the top 3, and goes on now.
+    assert sha.next_job("x") == Job("t0", 3) and sha.next_job("x") is None
+    assert sha.stragglers() == ["t7", "t8"]           # (t0 trains on: not a straggler)
+    with pytest.raises(ValueError, match="promoted early"):
+        sha.limit_stage(1, 1)
+    sha.on_rung("t7", 1, 0.85)
+    assert sha.next_job("x") == Job("t7", 3)          # the second best, certain now
+    sha.on_rung("t0", 3, 0.95)                        # the early one reports its next rung
+    sha.on_rung("t8", 1, 0.05)                        # the stage is decided: t1 completes it
+    assert sha.stage == 1 and sha.members() == ["t0", "t7", "t1"]
+    assert sha.next_job("x") == Job("t1", 3) and sha.next_job("x") is None
+    assert sha.status("t2") is TrialStatus.PRUNED
+    sha.on_rung("t7", 3, 0.5)
+    # Stage 1 (3 trials into 1): t0 has reported, t1 trains: nothing certain (t1 may win).
+    assert sha.next_job("x") is None
+    sha.on_rung("t1", 3, 0.7)
+    assert sha.next_job("x") == Job("t0", 9)
+
+
+def test_early_promotion_is_for_synchronous_halving_with_a_given_number_of_trials():
+    with pytest.raises(ValueError, match="early_promotion"):
+        make_scheduler("asha", 1, 9, 3, "max", 9, early_promotion=True)
+    assert make_scheduler("sha", 1, 9, 3, "max", 9, early_promotion=True).early_promotion
+    with pytest.raises(ValueError, match="early_promotion"):
+        SuccessiveHalving(1, 9, 3, "max", 9, early_promotion=1)

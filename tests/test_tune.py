@@ -308,3 +308,25 @@ def test_a_remote_broker_over_tcp_with_a_password(tmp_path):
     finally:
         server.terminate()
         server.wait()
+
+
+def test_a_real_sha_sweep_that_promotes_early_promotes_the_same_trials(tmp_path):
+    # The quadratic trainable's score depends on x and the step only: the same seed samples
+    # the same x, so both sweeps rank the same trials at every rung.
+    def run(early: bool):
+        exp = tmp_path / f"early-{early}"
+        sweep = _sweep(num_trials=18, space={"x": uniform(0.0, 1.0), "sleep": 0.02},
+                       scheduler={"type": "sha", "min_resource": 1, "max_resource": 9,
+                                  "reduction_factor": 3, "early_promotion": early},
+                       provider={"type": "local", "workers": 3})
+        result = tune(sweep, time_budget="2m", cost_budget=None, experiment_dir=exp)
+        return result, Store(exp, readonly=True)
+
+    (plain, _), (early, store) = run(False), run(True)
+    assert plain.state == early.state == "finished"
+    assert early.best_value == plain.best_value
+    def by_x(r):
+        return sorted(zip(r.trials["params.x"], r.trials["last_step"], strict=True))
+
+    assert by_x(early) == by_x(plain)
+    assert store.experiment()["config"]["scheduler"]["early_promotion"] is True

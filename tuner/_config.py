@@ -170,6 +170,11 @@ class SchedulerConfig(_Section):
     # ``hypersched``: near the deadline stop starting trials and give free GPUs to the best
     # ones (HyperSched); for a fixed cluster with a time budget. None: off.
     deadline_policy: Literal["hypersched"] | None = None
+    # Synchronous halving (``sha``): a trial certain to be promoted goes on before its stage
+    # is decided (the same trials are promoted; the next stage starts while the stage waits
+    # for its stragglers). Needs num_trials: a sweep whose shape the planner chooses may cut
+    # a stage under way.
+    early_promotion: bool = Field(False, strict=True)
 
     @field_validator("first_reduction")
     @classmethod
@@ -179,6 +184,16 @@ class SchedulerConfig(_Section):
             raise ConfigError("scheduler.first_reduction",
                               f"is {value}, but only a synchronous halving (type: sha) has a "
                               f"first cut of its own, not {kind!r}")
+        return value
+
+    @field_validator("early_promotion")
+    @classmethod
+    def _early_for_sha(cls, value: bool, info: Any) -> bool:
+        kind = info.data.get("type")
+        if value and kind != "sha":
+            raise ConfigError("scheduler.early_promotion",
+                              f"is true, but only a synchronous halving (type: sha) decides "
+                              f"its stages at once, not {kind!r}")
         return value
 
     @field_validator("max_resource")
@@ -663,6 +678,13 @@ class SweepConfig(_Model):
                     "'grid' needs every varying dimension to be a grid or a choice; "
                     f"not: {', '.join(bad)}",
                 )
+        if self.scheduler.early_promotion and self.num_trials is None \
+                and self.sampler != "grid" and not isinstance(self.sampler, GridSampler):
+            raise ConfigError(
+                "scheduler.early_promotion",
+                "needs num_trials: a sweep whose number of trials the planner chooses may cut "
+                "a stage under way (to keep within its cost budget), which a trial promoted "
+                "early would not allow; give num_trials or leave early_promotion out")
         return self
 
     # -- derived views ------------------------------------------------------------------------

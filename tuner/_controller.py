@@ -157,6 +157,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         # A sweep whose number of trials the planner chose: when its bracket finishes with time
         # and budget left, the re-planner may start another (see PlanningMixin._next_bracket).
         self.more_brackets = more_brackets
+        if getattr(scheduler, "early_promotion", False) and \
+                getattr(replanner, "cost_budget_usd", None) is not None:
+            raise ValueError("early_promotion with a re-planner that has a cost budget: it may "
+                             "cut a stage under way, which a trial promoted early would not "
+                             "allow")
         self._bracket_first = 0            # trials started before the bracket under way
         self._admission_closed = False
         self._admit_limit: int | None = None  # a re-plan's smaller number of trials
@@ -524,7 +529,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         return not self._admission_closed and len(self.trials) < self.scheduler.total_trials
 
     def _submit(self, trial: _Trial, job: Job, inst: Instance, slots: int, now: float) -> str:
-        self._stage = max(self._stage, self.scheduler.stage_of(job.to_step))
+        self._stage = max(self._stage, self._stage_now(job.to_step))
         n = self._seg_counter.get(trial.trial_id, 0) + 1
         self._seg_counter[trial.trial_id] = n
         segment = Segment(
@@ -595,6 +600,14 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         if rows:
             self.store.add_reports(rows)
 
+    def _stage_now(self, to_step: int) -> int:
+        """The stage a job to ``to_step`` starts; for a synchronous halving that promotes early,
+        the stage being handed out (a job promoted early belongs to the stage after it, which
+        begins when the scheduler decides this one)."""
+        if getattr(self.scheduler, "early_promotion", False):
+            return int(self.scheduler.stage)
+        return self.scheduler.stage_of(to_step) if to_step else 0
+
     def _finished(self, event: SegmentFinished) -> None:
         run = self.running.pop(event.segment_id, None)
         if run is None:
@@ -661,6 +674,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 self.sampler.report(trial.trial_id, value, seg.stop_step)
                 self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
                 self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
+                self._stage = max(self._stage, self._stage_now(0))
             elif event.status == "ended":
                 self.store.journal_add("end", trial.trial_id, trial.step, value)
                 self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)

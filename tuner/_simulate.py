@@ -134,7 +134,8 @@ def simulate(
                             time_budget_s, cost_budget_usd)
     sched = make_scheduler(scheduler.get("type", "asha"), scheduler.get("min_resource", 1),
                            scheduler["max_resource"], scheduler.get("reduction_factor", 3), mode,
-                           num_trials, scheduler.get("first_reduction"))
+                           num_trials, scheduler.get("first_reduction"),
+                           scheduler.get("early_promotion", False))
     ids = list(curves.config_ids())
     space = {"config": IntDistribution(0, len(ids) - 1)}
     spec = RunSpec(experiment_id=experiment_id, trainable="simulated", metric=metric, mode=mode,

@@ -360,7 +360,8 @@ def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:
 def _scheduler_for(sweep: SweepConfig) -> Scheduler:
     s = sweep.scheduler
     return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                          sweep.mode, _num_trials(sweep), s.first_reduction)
+                          sweep.mode, _num_trials(sweep), s.first_reduction,
+                          s.early_promotion)
 
 
 def _check_journal(sweep: SweepConfig, store: Store, overrides: dict[str, Any]) -> None:

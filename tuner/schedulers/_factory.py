@@ -22,9 +22,10 @@ def make_scheduler(
     mode: Mode = "max",
     num_trials: int | None = None,
     first_reduction: int | None = None,
+    early_promotion: bool = False,
 ) -> Scheduler:
     """The scheduler named ``type``: one of "asha", "sha", "hyperband" (``first_reduction``:
-    synchronous halving's first cut, "sha" only).
+    synchronous halving's first cut, and ``early_promotion``, "sha" only).
 
     >>> make_scheduler("asha", 1, 27, 3, "max", None).rungs
     [1, 3, 9, 27]
@@ -33,10 +34,13 @@ def make_scheduler(
     """
     if type not in _SCHEDULERS:
         raise ValueError(f"The value of type is {type!r}, but must be one of {sorted(_SCHEDULERS)}")
-    if first_reduction is not None:
-        if type != "sha":
-            raise ValueError(f"first_reduction is {first_reduction!r}, but only a synchronous "
-                             "halving ('sha') has one")
+    if early_promotion and type != "sha":
+        raise ValueError("early_promotion is True, but only a synchronous halving ('sha') "
+                         "decides its stages at once")
+    if first_reduction is not None and type != "sha":
+        raise ValueError(f"first_reduction is {first_reduction!r}, but only a synchronous "
+                         "halving ('sha') has one")
+    if type == "sha":
         return SuccessiveHalving(min_resource, max_resource, reduction_factor, mode, num_trials,
-                                 first_reduction)
+                                 first_reduction, early_promotion=early_promotion)
     return _SCHEDULERS[type](min_resource, max_resource, reduction_factor, mode, num_trials)
