@@ -76,28 +76,35 @@ def test_a_new_brackets_admission_closes_on_its_own_trials():
     assert sha.sizes == [4, 1, 1] and sha.next_job("n9") == Job("n3", 3, bracket=1)
 
 
-def test_a_new_bracket_is_journaled_and_replayed(tmp_path):
+@pytest.mark.parametrize(("make", "state", "expected", "compared"), [
+    # A SHA bracket: its own trials, stages sized from them.
+    (lambda: SuccessiveHalving(1, 9, 3, "max", 9),
+     lambda s: (s.bracket, s.sizes, s.total_trials), (1, [6, 2, 1], 15), 4),
+    # ASHA: more trials on the same rungs.
+    (lambda: AsyncHalving(1, 9, 3, "max", 9), lambda s: s.total_trials, 15, 6),
+], ids=["sha", "asha"])
+def test_a_new_bracket_is_journaled_and_replayed(tmp_path, make, state, expected, compared):
     store = Store(tmp_path)
     store.create_experiment("e", "e", {}, "m", "max", None, None)
 
     def values(tid, step):
         return (int(tid[1:]) * 7919 % 101) / 100 + step / 1000
 
-    original = SuccessiveHalving(1, 9, 3, "max", 9)
+    original = make()
     _drive(original, store, values, 100)
     assert original.is_finished()
     store.journal_add("bracket", "*", 6)
     original.new_bracket(6)
     running = _drive(original, store, values, 5)
-    rebuilt = SuccessiveHalving(1, 9, 3, "max", 9)
+    rebuilt = make()
     assert replay(rebuilt, store.journal()) == len(store.journal())
     ids = {e["trial_id"] for e in store.journal()} - {"*"}
     assert {t: rebuilt.status(t) for t in ids} == {t: original.status(t) for t in ids}
-    assert (rebuilt.bracket, rebuilt.sizes, rebuilt.total_trials) == (1, [6, 2, 1], 15)
+    assert state(rebuilt) == expected
     for job in running:
         original.on_job_lost(job.trial_id)
         rebuilt.on_job_lost(job.trial_id)
-    for k in range(4):
+    for k in range(compared):
         assert original.next_job(f"z{k}") == rebuilt.next_job(f"z{k}")
 
 
@@ -106,8 +113,7 @@ def test_more_asha_trials_join_its_rungs_once_it_is_finished():
     asha.next_job("t0")
     with pytest.raises(ValueError, match="once the sweep is finished"):
         asha.new_bracket(3)
-    for tid, v in (("t0", 0.2),):
-        asha.on_rung(tid, 1, v)
+    asha.on_rung("t0", 1, 0.2)
     for tid, v in (("t1", 0.9), ("t2", 0.5)):
         asha.on_rung(asha.next_job(tid).trial_id, 1, v)
     job = asha.next_job("x")                      # the top third of rung 1: t1
@@ -125,31 +131,6 @@ def test_more_asha_trials_join_its_rungs_once_it_is_finished():
     # Rung 1 holds six now: its top third is two, and t2, paused there, is the second.
     assert asha.next_job("n9") == Job("t2", 3)
     assert asha.status("t0") is TrialStatus.PAUSED
-
-
-def test_more_asha_trials_are_journaled_and_replayed(tmp_path):
-    store = Store(tmp_path)
-    store.create_experiment("e", "e", {}, "m", "max", None, None)
-
-    def values(tid, step):
-        return (int(tid[1:]) * 7919 % 101) / 100 + step / 1000
-
-    original = AsyncHalving(1, 9, 3, "max", 9)
-    _drive(original, store, values, 100)
-    assert original.is_finished()
-    store.journal_add("bracket", "*", 6)
-    original.new_bracket(6)
-    running = _drive(original, store, values, 5)
-    rebuilt = AsyncHalving(1, 9, 3, "max", 9)
-    assert replay(rebuilt, store.journal()) == len(store.journal())
-    ids = {e["trial_id"] for e in store.journal()} - {"*"}
-    assert {t: rebuilt.status(t) for t in ids} == {t: original.status(t) for t in ids}
-    assert rebuilt.total_trials == 15
-    for job in running:
-        original.on_job_lost(job.trial_id)
-        rebuilt.on_job_lost(job.trial_id)
-    for k in range(6):
-        assert original.next_job(f"z{k}") == rebuilt.next_job(f"z{k}")
 
 
 def _replanner(first: int = 27, **kw) -> Replanner:

@@ -606,7 +606,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         begins when the scheduler decides this one)."""
         if getattr(self.scheduler, "early_promotion", False):
             return int(self.scheduler.stage)
-        return self.scheduler.stage_of(to_step) if to_step else 0
+        return self.scheduler.stage_of(to_step)
 
     def _finished(self, event: SegmentFinished) -> None:
         run = self.running.pop(event.segment_id, None)
@@ -674,7 +674,9 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 self.sampler.report(trial.trial_id, value, seg.stop_step)
                 self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
                 self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
-                self._stage = max(self._stage, self._stage_now(0))
+                if getattr(self.scheduler, "early_promotion", False):
+                    # (the stage it decides now begins here: its jobs may all have gone early)
+                    self._stage = max(self._stage, int(self.scheduler.stage))
             elif event.status == "ended":
                 self.store.journal_add("end", trial.trial_id, trial.step, value)
                 self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)

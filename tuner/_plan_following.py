@@ -335,9 +335,8 @@ class PlanningMixin:
         limit = getattr(self.scheduler, "limit_stage", None)
         widen = getattr(self.scheduler, "widen_stage", None)
         sizes = getattr(self.scheduler, "sizes", None)
-        if not callable(limit) or sizes is None or getattr(self.scheduler, "early_promotion",
-                                                           False):
-            return   # (one that promotes early has no re-planner that resizes its stages)
+        if not callable(limit) or sizes is None:
+            return
         stage = int(getattr(self.scheduler, "stage", 0))
         rung = next((r for r in plan.rungs if r.rung == stage + 1), None)
         if rung is None:

@@ -27,7 +27,8 @@ class SuccessiveHalving(_RungScheduler):
     workers waiting with them (in the planner benchmark, the stage tails' idle share of the
     planner's bill fell from 0.115 to 0.035 at its tightest deadlines, and the
     one-worker-per-trial makespan by 8 %). Not for a stage that a re-plan may still cut
-    (:meth:`limit_stage`, :meth:`widen_stage` refuse once it has promoted early).
+    (:meth:`limit_stage`, :meth:`widen_stage` refuse to change its sizes once it has promoted
+    early).
 
     Example:
 
@@ -234,10 +235,11 @@ class SuccessiveHalving(_RungScheduler):
         [27, 9, 3, 1]
         """
         self._check_resize(stage, trials)
-        natural = self.natural_sizes
+        natural, sizes = self.natural_sizes, list(self.sizes)
         for k in range(stage, len(self.rungs)):
             cap = max(1, trials // self.reduction_factor ** (k - stage))
-            self.sizes[k] = min(natural[k], cap)
+            sizes[k] = min(natural[k], cap)
+        self._resize(sizes)
 
     def widen_stage(self, stage: int, trials: int) -> None:
         """Promote ``trials`` trials into stage ``stage``, and ``1/eta`` of each stage into
@@ -259,18 +261,24 @@ class SuccessiveHalving(_RungScheduler):
         [27, 9, 3, 1]
         """
         self._check_resize(stage, trials)
-        natural = self.natural_sizes
-        self.sizes[stage] = min(self.sizes[stage - 1], max(natural[stage], trials))
+        natural, sizes = self.natural_sizes, list(self.sizes)
+        sizes[stage] = min(sizes[stage - 1], max(natural[stage], trials))
         for k in range(stage + 1, len(self.rungs)):
-            cap = max(1, self.sizes[stage] // self.reduction_factor ** (k - stage))
-            self.sizes[k] = min(self.sizes[k - 1], max(natural[k], cap))
+            cap = max(1, sizes[stage] // self.reduction_factor ** (k - stage))
+            sizes[k] = min(sizes[k - 1], max(natural[k], cap))
+        self._resize(sizes)
+
+    def _resize(self, sizes: list[int]) -> None:
+        """Take ``sizes``; refused once a trial of the stage under way has been promoted
+        early and they differ (it was promoted on the sizes as they stood; a re-plan that
+        keeps them changes nothing)."""
+        if self._early and sizes != self.sizes:
+            raise ValueError("a stage whose trials have been promoted early cannot be resized")
+        self.sizes = sizes
 
     def _check_resize(self, stage: int, trials: int) -> None:
         """The arguments of :meth:`limit_stage` and :meth:`widen_stage`: a stage not decided
-        yet, and a number of trials >= 1; and no trial promoted early (it was promoted on the
-        stage sizes as they stood)."""
-        if self._early:
-            raise ValueError("a stage whose trials have been promoted early cannot be resized")
+        yet, and a number of trials >= 1."""
         if isinstance(stage, bool) or not isinstance(stage, int) \
                 or not self._stage < stage < len(self.rungs):
             raise ValueError(f"stage is {stage!r}, but must be a stage not decided yet, an int "
