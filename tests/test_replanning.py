@@ -476,6 +476,34 @@ def test_replanner_keeps_the_deadline_when_the_margin_cannot_be_kept():
     assert plan.predicted_cost_usd == pytest.approx(0.140) and plan.predicted_wall_s == 200.0
 
 
+def test_a_first_stage_late_on_its_first_segments_rate_plans_at_the_middle_rate():
+    # Prior 10 s a step; nine first segments seen at 40 s: fitted (10 + 9 * 40) / 10 = 37 s.
+    # On that rate for every step the rest takes 37 + 74 + 222 = 333 s on the 9 live workers:
+    # 100 s in, it ends at 433 s, past the 400 s deadline whatever it rents. At the geometric
+    # middle, sqrt(10 * 37) s a step for the later steps (the first segments keep their 37 s),
+    # it ends at 100 + 37 + 39 + 116 = 292 s, within the margin (400 - 0.1 * 300 = 370 s).
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60))
+
+    def view(fresh_only):
+        return ReplanView(now=100.0, elapsed_s=100.0, stage=0, live=9,
+                          observed_s_per_step=40.0, observations=9, spent_usd=0.0,
+                          fresh_only=fresh_only)
+
+    rp = Replanner(shape, profile, GPU, deadline_s=400.0, billing_minimum_s=0)
+    plan = rp(view(True))
+    assert plan.feasible and plan.predicted_wall_s <= 370.0
+    assert plan.inputs["s_per_step"] == pytest.approx(370.0 ** 0.5)
+    stage_0 = plan.rungs[0]
+    assert stage_0.end_s - stage_0.start_s >= 37.0      # its own segments at the rate seen
+    # A later step seen (a resumed segment): the fitted rate stands, late as it is.
+    fitted = rp(view(False))
+    assert not fitted.feasible and fitted.inputs["s_per_step"] == pytest.approx(37.0)
+    assert [r.workers for r in fitted.rungs] == [9, 3, 1]
+    # The middle cannot keep the margin either (250 s: 292 > 235): the fitted rate's fastest.
+    tight = Replanner(shape, profile, GPU, deadline_s=250.0, billing_minimum_s=0)(view(True))
+    assert not tight.feasible and tight.inputs["s_per_step"] == pytest.approx(37.0)
+
+
 def _straggler_sweep(cost_budget_usd):
     # 27 trials, rungs 1/3/9, 10 s a step but the best config takes 300 s a step: its stage-1
     # segment (600 s) would end long after the 700 s deadline.
