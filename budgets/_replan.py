@@ -82,10 +82,11 @@ class Replanner:
     has not done the job. When no plan keeps the margin, the cheapest plan that ends by the
     deadline itself is taken before the fastest (dearest) one.
 
-    While only first segments have been seen, a plan on their rate that no plan can keep on
-    time gives way to the plan at the geometric middle of the prior's rate and theirs, when
-    that one keeps the margin (:meth:`_first_steps_hedge`: a run's first steps are often its
-    dearest, and renting for the fastest plan of a case already lost buys nothing).
+    While only first segments have been seen, a plan on their rate that is late, or on time
+    only by running the whole first stage at once, gives way to the plan at the geometric
+    middle of the prior's rate and theirs, when that one keeps the margin
+    (:meth:`_first_steps_hedge`: a run's first steps are often its dearest, and renting for
+    the fastest plan of a case all but lost on their rate buys little).
 
     With a ``cost_budget_usd`` (the sweep whose number of trials the planner chose, SEER's
     problem), a re-plan whose plan no longer fits the deadline, or whose predicted cost passes
@@ -317,7 +318,8 @@ class Replanner:
         at = dict(stage=stage, elapsed_s=view.elapsed_s, live=view.live, done=done)
         plan = self._plan(profile, paces=paces, sizes=sizes, **at)
         if self.cost_budget_usd is None:
-            if not plan.feasible and view.stage == 0 and view.fresh_only:
+            if view.stage == 0 and view.fresh_only and (not plan.feasible
+                                                         or self._all_at_once(plan)):
                 return self._first_steps_hedge(profile, gpus, paces, sizes, at) or plan
             return plan
         # SEER's problem online. Until a segment of the second stage has ended, the steps to
@@ -346,23 +348,36 @@ class Replanner:
             return self._promote_more(view, profile, judge, sizes, paces, at) or plan
         return self._promote_fewer(view, profile, judge, sizes, paces, at) or plan
 
+    def _all_at_once(self, plan: Plan) -> bool:
+        """Whether ``plan`` runs its first stage at its fastest: every trial at once, or on
+        as many instances as it may rent (``max_workers``)."""
+        if not plan.rungs:
+            return False
+        rung = plan.rungs[0]
+        per = max(1, self.instance.gpus // max(1, rung.gpus_per_trial))
+        cap = self.kwargs.get("max_workers")
+        return rung.workers * per >= rung.trials or (cap is not None and rung.workers >= cap)
+
     def _first_steps_hedge(self, profile: Profile, gpus: int,
                            paces: list[tuple[float, float]] | None, sizes: list[int],
                            at: dict[str, Any]) -> Plan | None:
-        """Only first segments seen, and no plan on their rate ends by the deadline: the
-        plan at the geometric middle of the prior's rate and theirs (the segments seen keep
-        their cost), when it ends by the deadline with the margin kept; else None.
+        """Only first segments seen, and the plan on their rate is late, or on time only by
+        running every trial of the first stage at once: the plan at the geometric middle of
+        the prior's rate and theirs (the segments seen keep their cost), when it ends by the
+        deadline with the margin kept; else None.
 
         The first stage is made of first segments, so its own cost is known; the later steps'
         is not, and a run's first epoch is often its dearest (on the LCBench curves 2.3x to
-        6.9x a later one). A plan on the first segments' rate for every step is then late
-        whatever it rents, and renting for its fastest plan buys speed for a case already lost
-        (in the planner benchmark, 80 to 105 instances for 81 trials at 3x the makespan, the
-        sweep done in half its time). Where the first segments cost what the prior says, the
-        middle is the fitted rate and nothing changes. Measured on the planner benchmark's
-        cases (ten seeds): cost against Static-min 0.685 / 0.884 / 1.021 / 1.003 -> 0.662 /
-        0.856 / 1.021 / 1.003 at 1.25x / 1.5x / 3x / 6x, worst 1.690 -> 1.437, deadlines met
-        0.991 either way (the middle alone, without the margin kept, met 0.988)."""
+        6.9x a later one). A plan on the first segments' rate for every step is then late, or
+        needs its fastest first stage, and renting for that buys speed for a case lost, or all
+        but lost, on a rate that is not the later steps' (in the planner benchmark, 80 to 105
+        instances for 81 trials at 3x the makespan, the sweep done in half its time). Where
+        the first segments cost what the prior says, the middle is the fitted rate and nothing
+        changes. Measured on the planner benchmark's cases (ten seeds), cost against
+        Static-min at 1.25x / 1.5x / 3x / 6x: 0.685 / 0.884 / 1.021 / 1.003 before; 0.662 /
+        0.856 / 1.021 / 1.003 (worst 1.690 -> 1.437) with the late plans only; 0.650 / 0.856 /
+        1.023 / 1.003 with those on time only at once too; deadlines met 0.991 in all three
+        (the middle taken without the margin kept met 0.988)."""
         middle = self._hedged(profile, gpus)
         if middle is profile:
             return None

@@ -476,7 +476,7 @@ def test_replanner_keeps_the_deadline_when_the_margin_cannot_be_kept():
     assert plan.predicted_cost_usd == pytest.approx(0.140) and plan.predicted_wall_s == 200.0
 
 
-def test_a_first_stage_late_on_its_first_segments_rate_plans_at_the_middle_rate():
+def test_a_first_stage_late_or_all_at_once_on_its_first_segments_rate_plans_at_the_middle():
     # Prior 10 s a step; nine first segments seen at 40 s: fitted (10 + 9 * 40) / 10 = 37 s.
     # On that rate for every step the rest takes 37 + 74 + 222 = 333 s on the 9 live workers:
     # 100 s in, it ends at 433 s, past the 400 s deadline whatever it rents. At the geometric
@@ -499,6 +499,12 @@ def test_a_first_stage_late_on_its_first_segments_rate_plans_at_the_middle_rate(
     fitted = rp(view(False))
     assert not fitted.feasible and fitted.inputs["s_per_step"] == pytest.approx(37.0)
     assert [r.workers for r in fitted.rungs] == [9, 3, 1]
+    # With 490 s, the fitted rate is on time (433 s, margin 451 s) only with all nine trials
+    # at once (on eight, stage 0 takes two waves: 470 s): the middle's plan again.
+    edge = Replanner(shape, profile, GPU, deadline_s=490.0, billing_minimum_s=0)
+    assert edge(view(False)).feasible and [r.workers for r in edge(view(False)).rungs][0] == 9
+    hedged = edge(view(True))
+    assert hedged.feasible and hedged.inputs["s_per_step"] == pytest.approx(370.0 ** 0.5)
     # The middle cannot keep the margin either (250 s: 292 > 235): the fitted rate's fastest.
     tight = Replanner(shape, profile, GPU, deadline_s=250.0, billing_minimum_s=0)(view(True))
     assert not tight.feasible and tight.inputs["s_per_step"] == pytest.approx(37.0)
