@@ -48,6 +48,7 @@ class ReplanView:
     pending: tuple[bool, ...] = ()
     started: int = 0                     # trials admitted so far (in the bracket under way)
     fresh_only: bool = False             # every segment observed started its trial
+    resumed: int = 0                     # segments observed that resumed a trial
     # Trials per stage (every stage), as the scheduler will run them: fewer than the shape's
     # once admission closed early or promotions were cut; empty: the shape's.
     stage_sizes: tuple[int, ...] = ()

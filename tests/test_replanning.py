@@ -510,6 +510,32 @@ def test_a_first_stage_late_or_all_at_once_on_its_first_segments_rate_plans_at_t
     assert not tight.feasible and tight.inputs["s_per_step"] == pytest.approx(37.0)
 
 
+def test_a_second_stage_fitted_on_first_segments_plans_at_the_middle_rate_with_a_wide_margin():
+    # Stage 1, 200 s in, 3 live workers; the fit is still first segments' (two resumed
+    # segments are too few to tell them apart): (10 + 12 * 40) / 13 = 37.7 s a step. On it
+    # the rest (3 x 2 steps at once, then 6 steps) ends at 200 + 76 + 227 = 503 s. At the
+    # middle, sqrt(10 * 37.7) = 19.4 s: 200 + 39 + 117 = 356 s.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60))
+    fitted, middle = 490.0 / 13, (10.0 * 490.0 / 13) ** 0.5
+
+    def plan(deadline, resumed):
+        rp = Replanner(shape, profile, GPU, deadline_s=deadline, billing_minimum_s=0)
+        return rp(ReplanView(now=200.0, elapsed_s=200.0, stage=1, live=3,
+                             observed_s_per_step=40.0, observations=12, spent_usd=0.0,
+                             resumed=resumed))
+
+    hedged = plan(480.0, 2)      # late on the fitted rate; the middle keeps 0.4 of 280 s free
+    assert hedged.feasible and hedged.inputs["s_per_step"] == pytest.approx(middle)
+    assert hedged.predicted_wall_s <= 480.0 - 0.4 * 280.0
+    # With 400 s the middle's 356 s keeps 0.1 of the time left free but not 0.4: as late
+    # as it is, the fitted rate stands (from the second stage on, less time is left to
+    # make up for a rate too low).
+    assert plan(400.0, 2).inputs["s_per_step"] == pytest.approx(fitted)
+    # Five resumed segments: the fit tells first segments apart, its rate stands.
+    five = plan(480.0, 5)
+    assert not five.feasible and five.inputs["s_per_step"] == pytest.approx(fitted)
+
+
 def _straggler_sweep(cost_budget_usd):
     # 27 trials, rungs 1/3/9, 10 s a step but the best config takes 300 s a step: its stage-1
     # segment (600 s) would end long after the 700 s deadline.

@@ -133,6 +133,9 @@ def test_the_controller_ranks_the_stage_and_measures_each_trial():
     assert stage1.paces[0] > stage1.paces[-1] and stage1.paces[0] > 1.0
     # Before any trial has resumed, the fit has first segments only; later it has both.
     assert all(v.fresh_only for v in seen if v.stage == 0) and not seen[-1].fresh_only
+    # ... and it counts the segments that resumed a trial.
+    assert all(v.resumed == 0 for v in seen if v.fresh_only) and seen[-1].resumed > 0
+    assert [v.resumed for v in seen] == sorted(v.resumed for v in seen)
     plan = next(p for p in r.store.plans()[1:] if p["inputs"].get("from_stage") == 1)
     mean, slowest = plan["inputs"]["paces"][-1]                  # the final 3 trials
     assert slowest > 1.1 and mean <= slowest

@@ -251,7 +251,7 @@ class PlanningMixin:
             stage_done=self._done_at_rung.get(self._stage, 0),
             started=len(self.trials) - self._bracket_first,
             fresh_only=bool(self._segment_times) and not self._resumed_segments,
-            stage_sizes=self._stage_sizes(),
+            resumed=self._resumed_segments, stage_sizes=self._stage_sizes(),
             **self._member_paces(mean)))
         if new is None:
             return
