@@ -29,6 +29,7 @@ from budgets._prices import (
 from budgets._profile import (
     BABI_LSTM,
     LINEAR,
+    MIN_RESUMED,
     RESNET50_CIFAR10,
     RESNET101,
     BootLatency,
@@ -53,6 +54,7 @@ __all__ = [
     "COLUMNS",
     "DEFAULT_MINIMUM_S",
     "LINEAR",
+    "MIN_RESUMED",
     "RESNET50_CIFAR10",
     "RESNET101",
     "BootLatency",

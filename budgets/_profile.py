@@ -310,8 +310,12 @@ class Profile:
         return (sum(self._recent) / len(self._recent)) / self.seconds_per_step(1)
 
 
+# Resumed segments a fit needs before it tells a first segment's extra from the steps'.
+MIN_RESUMED = 5
+
+
 def fit_segment_times(segments: Iterable[tuple[float, float, bool]], *,
-                      min_resumed: float = 5) -> tuple[float, float] | None:
+                      min_resumed: float = MIN_RESUMED) -> tuple[float, float] | None:
     """Seconds per step and the extra seconds of a trial's first segment, fitted to finished
     segments ``(steps, seconds, fresh)`` (``fresh``: it started the trial from scratch;
     ``steps`` may be a :meth:`Profile.step_weight`, then the rate is a later step's).

@@ -31,7 +31,7 @@ from budgets._pace import stage_paces
 from budgets._plan import Plan
 from budgets._planner import plan_remaining, trial_counts
 from budgets._prices import InstanceType
-from budgets._profile import Profile
+from budgets._profile import MIN_RESUMED, Profile
 from budgets._scaling import ReplanView
 
 FIRST_STAGE_BOOT_QUANTILE = 0.9
@@ -43,9 +43,6 @@ FIRST_CUT_WEIGHT = 0.75
 # The share of its margin a sweep with a cost budget keeps free of the budget left when it
 # judges whether it must promote fewer trials (on the cheapest plan for the rest).
 CUT_MARGIN_SHARE = 0.5
-# Segments that resumed a trial before the fit tells a first segment's extra cost apart from
-# the steps' (fit_segment_times' min_resumed, as the controller fits).
-FIT_APART = 5
 # The share of the time left a later stage's plan at the middle rate keeps free (see
 # _first_steps_hedge).
 LATER_HEDGE_MARGIN = 0.4
@@ -360,7 +357,7 @@ class Replanner:
         that does not know a run's first steps' cost (``step_costs``)."""
         if self.profile.step_costs:
             return False
-        return view.fresh_only or (view.stage >= 1 and 0 < view.resumed < FIT_APART)
+        return view.fresh_only or (view.stage >= 1 and 0 < view.resumed < MIN_RESUMED)
 
     def _all_at_once(self, plan: Plan) -> bool:
         """Whether ``plan`` runs its first stage at its fastest: every trial at once, or on

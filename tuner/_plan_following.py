@@ -15,7 +15,7 @@ import logging
 import math
 from typing import Any
 
-from budgets import FollowPlan, Plan, ReplanView, fit_segment_times
+from budgets import MIN_RESUMED, FollowPlan, Plan, ReplanView, fit_segment_times
 from records import InstanceState
 from tuner.schedulers import SuccessiveHalving
 
@@ -352,7 +352,7 @@ class PlanningMixin:
         """:func:`budgets.fit_segment_times`; with a profile that has step costs, a trial's
         dearer first steps are in them, so every second is fitted as (weighted) steps."""
         costs = getattr(getattr(self.replanner, "profile", None), "step_costs", ())
-        return fit_segment_times(segments, min_resumed=math.inf if costs else 5)
+        return fit_segment_times(segments, min_resumed=math.inf if costs else MIN_RESUMED)
 
     def _steps_weight(self, start: int, stop: int) -> float:
         """Steps ``start + 1 .. stop`` at what the re-planner's profile says they cost
