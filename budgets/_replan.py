@@ -85,12 +85,12 @@ class Replanner:
     has not done the job. When no plan keeps the margin, the cheapest plan that ends by the
     deadline itself is taken before the fastest (dearest) one.
 
-    While the rate fitted is a first segment's (only first segments seen, or fewer than five
-    resumed ones), a plan on it that is late, or on time only by running the whole stage at
-    once, gives way to the plan at the geometric middle of the prior's rate and the fitted
-    one, when that one keeps the margin (:meth:`_first_steps_hedge`: a run's first steps are
-    often its dearest, and renting for the fastest plan of a case all but lost on their rate
-    buys little).
+    While the rate fitted is a first segment's (only first segments seen, or, from the second
+    stage on, fewer than five resumed ones), a plan on it that is late, or on time only by
+    running the whole stage at once, gives way to the plan at the geometric middle of the
+    prior's rate and the fitted one, when that one keeps the margin
+    (:meth:`_first_steps_hedge`: a run's first steps are often its dearest, and renting for
+    the fastest plan of a case all but lost on their rate buys little).
 
     With a ``cost_budget_usd`` (the sweep whose number of trials the planner chose, SEER's
     problem), a re-plan whose plan no longer fits the deadline, or whose predicted cost passes
@@ -569,11 +569,11 @@ class Replanner:
         if exact and not plan.feasible and aimed != deadline:
             # The margin cannot be kept: the cheapest plan that still ends by the deadline
             # itself, rather than the fastest (and dearest) one.
-            exact = plan_remaining(shape, profile, self.instance, deadline,
-                                   from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
-                                   done_in_stage=done, **kwargs)
-            if exact.feasible:
-                return exact
+            on_time = plan_remaining(shape, profile, self.instance, deadline,
+                                     from_stage=stage, elapsed_s=elapsed_s, live_workers=live,
+                                     done_in_stage=done, **kwargs)
+            if on_time.feasible:
+                return on_time
         return plan
 
 
