@@ -60,6 +60,27 @@ def test_plan_remaining_plans_the_rest_and_existing_workers_pay_no_boot():
     assert [x.workers for x in r.rungs] == [1, 1] and r.predicted_cost_usd == pytest.approx(0.12)
 
 
+def test_live_workers_go_on_training_while_added_ones_boot():
+    # 9 trials, rungs 1/3/9 (1, 2, 6 steps at 10 s), boot 30 s, no billing minimum; one live
+    # worker as stage 0 starts. Adding workers: the live one trains 3 first segments during
+    # the boot, so on 3 workers the 6 left take two 10 s waves (stage 0 ends at 50 s, not
+    # 60 s as if it had waited idle), then 20 s and 60 s: 130 s. Billed: 30 s of the live one
+    # and 2 boots, 3 x 20 s, then 60 s and 60 s: 270 instance-seconds.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30))
+    kw = dict(from_stage=0, elapsed_s=0.0, live_workers=1, billing_minimum_s=0)
+    p = plan_remaining(shape, profile, GPU, 130.0, **kw)
+    assert p.feasible and [(r.workers, r.end_s) for r in p.rungs] == [
+        (3, 50.0), (3, 70.0), (1, 130.0)]
+    assert p.predicted_cost_usd == pytest.approx(0.270)
+    # 10 s sooner: the 6 left in one wave, on 9 (30 + 8 x 30 + 9 x 10 + 60 + 60).
+    q = plan_remaining(shape, profile, GPU, 120.0, **kw)
+    assert [(r.workers, r.end_s) for r in q.rungs][0] == (9, 40.0)
+    assert q.predicted_cost_usd == pytest.approx(0.480)
+    # The live one alone: 90 s of stage 0, no boot.
+    r = plan_remaining(shape, profile, GPU, None, **kw)
+    assert [x.workers for x in r.rungs] == [1, 1, 1] and r.rungs[0].end_s == 90.0
+
+
 def test_a_late_plan_does_not_queue_trials_the_model_thinks_are_quick():
     # The last stage: 3 trials x 18 steps at 10 s a step (180 s), 2 live workers, boot 30 s.
     # Paces say
@@ -508,6 +529,35 @@ def test_a_first_stage_late_or_all_at_once_on_its_first_segments_rate_plans_at_t
     # The middle cannot keep the margin either (250 s: 292 > 235): the fitted rate's fastest.
     tight = Replanner(shape, profile, GPU, deadline_s=250.0, billing_minimum_s=0)(view(True))
     assert not tight.feasible and tight.inputs["s_per_step"] == pytest.approx(37.0)
+
+
+def test_first_segments_cheaper_than_the_prior_plan_the_later_steps_at_the_middle():
+    # Prior 10 s a step; nine first segments seen at 2.5 s: fitted (10 + 9 * 2.5) / 10 = 3.25 s.
+    # 30 s in, 3 of stage 0's 9 trials done, 3 live workers, deadline 100 s (margin: 93 s).
+    # On the fitted rate one worker does it all: 6 x 3.25 (20 s), 3 x 6.5 (20 s), 6 x 3.25
+    # (20 s): 90 s. The later steps may cost the prior's rate (a run's first steps may be its
+    # cheapest): at the middle, sqrt(10 * 3.25) = 5.70 s a step, one worker would end at 135 s;
+    # the three live ones end at 30 + 12 + 12 + 35 = 89 s.
+    shape, profile = JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60))
+
+    def view(fresh_only):
+        return ReplanView(now=30.0, elapsed_s=30.0, stage=0, live=3, observed_s_per_step=2.5,
+                          observations=9, spent_usd=0.0, fresh_only=fresh_only, stage_done=3)
+
+    rp = Replanner(shape, profile, GPU, deadline_s=100.0, billing_minimum_s=0)
+    hedged = rp(view(True))
+    assert hedged.inputs["s_per_step"] == pytest.approx(32.5 ** 0.5)
+    assert hedged.feasible and [r.workers for r in hedged.rungs] == [3, 3, 1]
+    assert hedged.predicted_wall_s == 89.0
+    # A later step seen (a resumed segment): the fitted rate stands.
+    fitted = rp(view(False))
+    assert fitted.inputs["s_per_step"] == pytest.approx(3.25)
+    assert [r.workers for r in fitted.rungs] == [1, 1, 1] and fitted.predicted_wall_s == 90.0
+    # A sweep with a cost budget plans on the fitted rate (it judges its budget at the
+    # middle, and its accuracy comparisons were measured so).
+    budgeted = Replanner(shape, profile, GPU, deadline_s=100.0, billing_minimum_s=0,
+                         cost_budget_usd=10.0)
+    assert budgeted(view(True)).inputs["s_per_step"] == pytest.approx(3.25)
 
 
 def test_a_second_stage_fitted_on_first_segments_plans_at_the_middle_rate_with_a_wide_margin():
