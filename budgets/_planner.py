@@ -506,7 +506,7 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     trials left once the new ones are up (counted at the mean pace). Counting the live ones
     idle over that boot made a scale-up look dearer and slower than it is, so a re-plan that
     needed a little more speed rented many more instances, which found little work once up
-    (a LCBench sweep at 1.25x: 45 launched at once, three terminated before their boot
+    (an LCBench sweep at 1.25x: 45 launched at once, three terminated before their boot
     ended); in the planner benchmark, ten seeds, cost against Static-min at 1.25x 0.650 ->
     0.631, against the lower bound 1.234 -> 1.219. Holding the live count, and every static
     count, are candidates, so the result is never dearer than keeping a fixed cluster that
