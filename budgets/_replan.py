@@ -93,8 +93,8 @@ class Replanner:
     the fastest plan of a case all but lost on their rate buys little). When that rate is
     below the prior's, the plan is made at the middle outright: the first steps may as well
     be a run's cheapest (on two LCBench tasks a tenth of the configurations train their
-    10th-27th epochs 1.6x-2x slower per step than their 2nd-9th), and a plan on them leaves
-    the last stages, which cannot be sped up, too little time. On the 26
+    10th-27th epochs at least 1.58x and 1.96x slower per step than their 2nd-9th), and a plan
+    on them leaves the last stages, which cannot be sped up, too little time. On the 26
     resumable tasks of the shared data (seeds 10-19, the planner benchmark's planner sweeps
     replayed), deadlines met 0.942 -> 0.959 (0.9625 with the live instances' work counted,
     :func:`plan_remaining`); on the benchmark's own cases (ten seeds) no change beyond noise.
