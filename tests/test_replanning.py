@@ -231,6 +231,23 @@ def test_follow_plan_lets_the_next_stages_workers_go_while_its_work_is_far_off()
     assert policy.target(view(100.0 + 59, live=1)) == 3   # 1.5 boots ahead: launched again
 
 
+def test_follow_plan_lets_the_next_stages_workers_go_when_a_re_plan_holds_fewer():
+    # A re-plan near stage 0's end plans it for the trial still running (1 worker); stage 1
+    # (3 workers) is planned to start at 300 s. Workers idle now go, though its work is near,
+    # and are launched again one boot ahead of the planned start (keeping them regardless
+    # was measured dearer, see FollowPlan).
+    rungs = [RungPlan(0, 1, 1, 1, 1, 0.0, 300.0), RungPlan(1, 3, 3, 1, 3, 300.0, 400.0)]
+    policy = FollowPlan(Plan(True, 0.0, 400.0, 9, rungs, [], inputs={"boot_s": 40}))
+
+    def view(elapsed_s: float, live: int) -> ScaleView:
+        return ScaleView(now=elapsed_s, live=live, busy=1, starved=True, queued=False,
+                         stage=0, elapsed_s=elapsed_s, next_work_s=elapsed_s + 50.0)
+
+    assert policy.target(view(100.0, live=3)) == 1    # the re-plan's count for the stage
+    assert policy.target(view(259.0, live=1)) == 1
+    assert policy.target(view(261.0, live=1)) == 3    # 300 - 40: launched for stage 1
+
+
 class _Straggler:
     """27 configs at 10 s a step, but the best one (c26) takes 300 s a step."""
 
