@@ -52,3 +52,21 @@ def test_importing_the_api_loads_no_cloud_sdk():
             "bad = [m for m in ('boto3', 'botocore', 'google.cloud.compute') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_cli_starts_without_the_controller_and_every_api_name_resolves():
+    code = ("import sys, tuner.cli, tuner._status\n"
+            "heavy = [m for m in ('optuna', 'pandas', 'celery') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "import tuner\n"
+            "for name in tuner.__all__:\n"
+            "    assert getattr(tuner, name).__name__ == name, name\n"
+            "assert set(tuner.__all__) <= set(dir(tuner))\n"
+            "from tuner import tune, TrialContext\n"
+            "assert TrialContext.__module__.startswith('worker')\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    stub = ast.parse((ROOT / "tuner" / "__init__.pyi").read_text())
+    stubbed = {a.asname or a.name for node in stub.body if isinstance(node, ast.ImportFrom)
+               for a in node.names}
+    import tuner
+    assert stubbed == set(tuner.__all__)
