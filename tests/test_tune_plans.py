@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner import tune, uniform
+from tuner import ConfigError, tune, uniform
 from tuner._store import Store
 
 
@@ -199,3 +199,32 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     resume(exp, time_budget="120s", cost_budget=0.1, num_trials=chosen)
     assert made[-1].cost_budget_usd is None
     assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"
+
+
+def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_path, caplog):
+    # The profile says 5 s a step: 9 trials to 9 steps cannot end in 20 s on 3 workers (57 s
+    # at the fastest). The steps really take milliseconds: the sweep runs, re-plans, ends.
+    sweep = _sweep(provider={"type": "local", "workers": 3, "scaling": "plan"},
+                   profile={"seconds_per_step": 5.0, "boot_s": 2})
+    with caplog.at_level("WARNING", logger="tuner._tune"):
+        result = tune(sweep, time_budget="20s", cost_budget=1.0,
+                      experiment_dir=tmp_path / "e")
+    first = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
+    assert not first["feasible"] and "deadline" in first["reason"]
+    assert "following the fastest plan" in caplog.text
+    assert result.state == "finished" and result.deadline_met and result.budget_respected
+    assert result.trials.shape[0] == 9 and len(result.plans) >= 2
+
+
+def test_a_sweep_over_its_cost_budget_or_with_no_trial_on_time_is_still_refused(tmp_path):
+    late = {"provider": {"type": "local", "workers": 3, "scaling": "plan"},
+            "profile": {"seconds_per_step": 5.0, "boot_s": 2}}
+    # The fastest plan bills 3 workers' 60 s minimum (0.05 USD): over a 0.04 USD budget.
+    with pytest.raises(ConfigError, match="budget") as over:
+        tune(_sweep(**late), time_budget="20s", cost_budget=0.04,
+             experiment_dir=tmp_path / "a")
+    assert "no plan fits the budgets" in str(over.value)
+    # The planner was to choose the number of trials, and not even one is on time.
+    with pytest.raises(ConfigError, match="no plan fits the budgets"):
+        tune(_sweep(num_trials=None, **late), time_budget="20s", cost_budget=1.0,
+             experiment_dir=tmp_path / "b")
