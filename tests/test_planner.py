@@ -452,3 +452,22 @@ def test_the_planners_job_shape_runs_the_stages_the_scheduler_runs(eta, first):
             sha = SuccessiveHalving(r, big_r, eta, num_trials=n, first_reduction=first)
             assert shape.rungs() == sha.rungs
             assert shape.stage_sizes() == sha.sizes
+
+
+def test_plan_command_says_whether_run_would_follow_a_late_plan_or_refuse_it(tmp_path, capsys):
+    # 9 trials at 5 s a step by the profile cannot end in 20 s on 3 workers (57 s).
+    sweep = tmp_path / "late.yaml"
+    sweep.write_text(
+        "name: late\ntrainable: tests.trainables:quadratic\nmetric: score\nmode: max\n"
+        "space: {x: {uniform: [0.0, 1.0]}}\nnum_trials: 9\n"
+        "scheduler: {type: sha, min_resource: 1, max_resource: 9, reduction_factor: 3}\n"
+        "provider: {type: local, workers: 3, scaling: plan}\n"
+        "profile: {seconds_per_step: 5.0, boot_s: 2}\n")
+    assert main(["plan", str(sweep), "--time-budget", "20s", "--cost-budget", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "infeasible" in out and "run follows this fastest plan" in out
+    assert main(["plan", str(sweep), "--time-budget", "20s", "--cost-budget", "0.04"]) == 0
+    assert "run refuses this sweep" in capsys.readouterr().out
+    assert main(["plan", str(sweep), "--time-budget", "2m", "--cost-budget", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "infeasible" not in out and "elastune run" not in out

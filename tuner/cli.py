@@ -100,11 +100,19 @@ def plan_command(
     from tuner._planning import plan_for
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget)
-    result = plan_for(load_sweep(str(sweep), **overrides))
+    spec = load_sweep(str(sweep), **overrides)
+    result = plan_for(spec)
     if json_out:
         _emit_json(result.to_json())
     else:
         _print_plan(result)
+        if not result.feasible and spec.provider.follows_plan:
+            from tuner._planning import late_only
+
+            print("elastune run follows this fastest plan, re-planned as it measures, and "
+                  "stops at the time budget" if late_only(spec, result)
+                  else "elastune run refuses this sweep (exit status 2): only a sweep of a "
+                  "given number of trials whose fastest plan fits the cost budget runs late")
 
 
 def _print_plan(plan: Any) -> None:
