@@ -178,9 +178,9 @@ def late_only(sweep: SweepConfig, plan: Plan) -> bool:
     times from the first segments, and the controller ends the sweep at the time budget with
     the best result so far (in the planner benchmark on LCBench 167185, seeds 0-4, the first
     plan for 81 trials was late in 9 of the 10 sweeps at 1.25x and 1.5x the makespan, and all
-    10 run so met their deadlines, at 0.67-0.80 of them). A sweep
-    whose plan is over the cost budget, or whose number of trials the planner was to choose
-    (even one trial is late: which number would it run?), is still refused."""
+    10 run so met their deadlines, at 0.67-0.80 of them). A sweep whose plan is over the cost
+    budget, or whose number of trials the planner was to choose (even one trial is late: which
+    number would it run?), is still refused."""
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     return (sweep.num_trials is not None and deadline is not None
             and plan.predicted_wall_s > deadline
