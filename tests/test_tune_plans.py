@@ -203,7 +203,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
 
 def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_path, caplog):
     # The profile says 5 s a step: 9 trials to 9 steps cannot end in 20 s on 3 workers (57 s
-    # at the fastest). The steps really take milliseconds: the sweep runs, re-plans, ends.
+    # at the fastest). The steps really take milliseconds: the sweep runs and ends on time.
     sweep = _sweep(provider={"type": "local", "workers": 3, "scaling": "plan"},
                    profile={"seconds_per_step": 5.0, "boot_s": 2})
     with caplog.at_level("WARNING", logger="tuner._tune"):
@@ -213,7 +213,7 @@ def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_pa
     assert not first["feasible"] and "deadline" in first["reason"]
     assert "following the fastest plan" in caplog.text
     assert result.state == "finished" and result.deadline_met and result.budget_respected
-    assert result.trials.shape[0] == 9 and len(result.plans) >= 2
+    assert result.trials.shape[0] == 9
 
 
 def test_a_sweep_over_its_cost_budget_or_with_no_trial_on_time_is_still_refused(tmp_path):
