@@ -8,23 +8,7 @@ start without loading Optuna, pandas and the controller: ``elastune status --hel
 
 from tuner._exports import lazy
 
-__all__ = [
-    "ConfigError",
-    "SchedulerConfig",
-    "SweepConfig",
-    "TrialContext",
-    "TuneResult",
-    "choice",
-    "grid",
-    "load_sweep",
-    "loguniform",
-    "randint",
-    "resume",
-    "tune",
-    "uniform",
-]
-
-__getattr__, __dir__ = lazy(__name__, {
+_HOMES = {
     "ConfigError": "tuner._errors",
     "SchedulerConfig": "tuner._config",
     "SweepConfig": "tuner._config",
@@ -38,4 +22,7 @@ __getattr__, __dir__ = lazy(__name__, {
     "resume": "tuner._tune",
     "tune": "tuner._tune",
     "uniform": "tuner._space",
-})
+}
+
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)
