@@ -45,6 +45,7 @@ from budgets._scaling import (
     ReplanView,
     ScaleView,
     ScalingPolicy,
+    StageWorkers,
     Static,
 )
 from budgets._spot import SPOT_MODES, SpotPolicy
@@ -68,6 +69,7 @@ __all__ = [
     "ReplanView",
     "RungPlan",
     "ScaleView",
+    "StageWorkers",
     "ScalingPolicy",
     "SPOT_MODES",
     "SpotPolicy",

@@ -15,6 +15,8 @@ from budgets import (
     ReplanView,
     RungPlan,
     ScaleView,
+    StageWorkers,
+    Static,
     fit_segment_times,
     plan_cost_min,
     plan_remaining,
@@ -781,3 +783,44 @@ def test_early_promotion_refuses_a_re_planner_that_may_cut_a_stage():
                  scheduler={**SHA, "max_resource": 9, "early_promotion": True}, num_trials=27,
                  workers=1, seed=0, scaling=FollowPlan(rp.initial()), replanner=rp,
                  time_budget_s=20_000.0, cost_budget_usd=5.0)
+
+
+def test_stage_workers_hold_each_stages_count_and_keep_or_let_go_behind_stragglers():
+    keep, let_go = (StageWorkers([6, 3, 1], boot_s=40.0, keep=k) for k in (True, False))
+
+    def view(stage: int, *, starved: bool = False, queued: bool = False, live: int = 6,
+             busy: int = 6, next_work_s: float | None = None) -> ScaleView:
+        return ScaleView(now=100.0, live=live, busy=busy, starved=starved, queued=queued,
+                         stage=stage, elapsed_s=100.0, next_work_s=next_work_s)
+
+    assert keep.target(view(0)) == 6 and keep.target(view(1)) == 3
+    assert keep.target(view(2)) == 1 and keep.target(view(5)) == 1   # past the last: its count
+    assert keep.target(view(1, queued=True, live=5)) == 5            # jobs wait: none goes
+    # Stage 0 waits for 2 stragglers: kept down to stage 1's 3 workers, or to the busy ones
+    # until stage 1's work is 1.5 boots off, then its 3 are held again.
+    assert keep.target(view(0, starved=True, busy=2)) == 3
+    assert let_go.target(view(0, starved=True, busy=2)) == 2
+    assert let_go.target(view(0, starved=True, busy=2, next_work_s=100.0 + 61)) == 2
+    assert let_go.target(view(0, starved=True, busy=2, next_work_s=100.0 + 59)) == 3
+    assert keep.target(view(2, starved=True, busy=1)) == 1            # nothing is to come
+    with pytest.raises(ValueError, match="workers"):
+        StageWorkers([2, 0], boot_s=1.0)
+    with pytest.raises(ValueError, match="boot_s"):
+        StageWorkers([2], boot_s=-1.0)
+
+
+def test_a_stage_workers_cluster_lets_the_workers_of_pruned_trials_go():
+    # 27 trials, rungs 1/3/9: 9 workers for stage 0, 3 for stage 1, 1 for the last.
+    r = simulate(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+                 num_trials=27, workers=9, seed=3, boot_s=uniform_boot(60, 180),
+                 scaling=StageWorkers([9, 3, 1], boot_s=120.0))
+    assert r.outcome.reason == "done"
+    fixed = simulate(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+                     num_trials=27, workers=9, seed=3, boot_s=uniform_boot(60, 180),
+                     scaling=Static(9))
+    assert fixed.outcome.reason == "done"
+    assert r.spend_usd < fixed.spend_usd
+    # Idle workers went behind stage 0's stragglers, down to stage 1's three; none goes while
+    # jobs wait for a slot, so the last stage runs on those three.
+    for rung in (3, 9):
+        assert len({s["instance_id"] for s in r.store.segments() if s["stop_step"] == rung}) <= 3

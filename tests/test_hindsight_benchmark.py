@@ -1,0 +1,82 @@
+"""benchmarks/hindsight.py runs on a planner benchmark's output and reports clusters that hold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from budgets import SAMPLE_DIR, StageWorkers
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import hindsight, planner  # noqa: E402
+from tuner._simulate import simulate  # noqa: E402
+
+
+def test_wave_counts_give_each_number_of_waves_once():
+    assert hindsight.wave_counts(9) == [1, 2, 3, 5, 9]
+    assert hindsight.wave_counts(3) == [1, 2, 3]
+    assert hindsight.wave_counts(1) == [1]
+
+
+def test_the_search_finds_the_cheapest_cluster_of_a_known_cost_surface():
+    # Two stages of 9 and 3 trials; a cluster meets the deadline when it has at least 3
+    # workers in stage 0 and 2 in stage 1; it costs its workers, keeping idle ones 0.5 more.
+    def run(cand: tuple[int, ...]) -> tuple[bool, float]:
+        keep, w0, w1 = cand
+        return w0 >= 3 and w1 >= 2, w0 + w1 + 0.5 * keep
+
+    assert hindsight.search(run, [9, 3]) == ((0, 3, 2), 5.0)
+    assert hindsight.search(lambda cand: (False, 1.0), [9, 3]) is None
+
+
+@pytest.mark.timeout(120)
+def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
+    bench = subprocess.run(
+        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
+         "--seeds", "1", "--max-tasks", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bench.returncode == 0, bench.stderr[-4000:]
+    planner_json = tmp_path / "planner.json"
+    planner_json.write_text(bench.stdout)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/hindsight.py", str(planner_json), "--deadlines", "1.25",
+         "--jobs", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout)
+    assert set(doc["summary"]) == {"1.25"}
+    row = doc["summary"]["1.25"]
+    assert row["cases"] == row["found"] == 1
+    assert row["target_vs_static_min"] == 0.5
+    (case,) = doc["details"]["cases"]
+    found = case["hindsight"]
+    assert row["hindsight_vs_static_min_median"] == found["vs_static_min"]
+    assert found["spend_usd"] == pytest.approx(found["vs_static_min"] * case["static_min_usd"])
+    # The cluster reported finishes by the deadline at that bill when run again.
+    task = planner.make_task(SAMPLE_DIR, case["task"])
+    curves = planner.load_curves(str(SAMPLE_DIR), case["task"])
+    common = planner.sim_setting(curves, task, case["seed"], planner.one_gpu_type())
+    r = simulate(curves, **common, scheduler=planner.sha_scheduler(task),
+                 num_trials=task.num_trials, workers=found["workers"][0],
+                 time_budget_s=case["deadline_s"],
+                 scaling=StageWorkers(found["workers"], boot_s=planner.BOOT.mean,
+                                      keep=found["keep"]))
+    assert r.outcome.reason == "done" and r.wall_s <= case["deadline_s"]
+    assert r.spend_usd == pytest.approx(found["spend_usd"])
+    assert len(found["workers"]) == len(planner.JobShape(
+        task.num_trials, 1, task.max_resource, planner.ETA).stage_sizes())
+
+
+def test_hindsight_benchmark_refuses_what_is_not_a_planner_benchmarks_output(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"summary": {}}')
+    proc = subprocess.run([sys.executable, "benchmarks/hindsight.py", str(bad)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "planner_json" in proc.stderr and "not a planner benchmark" in proc.stderr
