@@ -84,49 +84,6 @@ class ReleaseIdle:
         return view.live
 
 
-class StageWorkers:
-    """A fixed worker count per stage (rung), the cluster a plan would hold with no re-plan:
-    the baseline that ``benchmarks/hindsight.py`` sizes in hindsight, to measure how far the
-    planner is from the cheapest per-stage cluster for a run whose every step time and boot
-    is known.
-
-    Holds ``workers[stage]`` (the last count for later stages) while the stage has work, and
-    lets none go while jobs wait for a slot. While the stage waits for stragglers it lets
-    idle workers go down to the next stage's count when ``keep`` (so they are up when the
-    stage begins), else down to the busy ones; either way it holds the next stage's count
-    from ``RELAUNCH_LEAD`` boot latencies (``boot_s``) before that stage's work is expected
-    (``ScaleView.next_work_s``).
-    """
-
-    def __init__(self, workers: Sequence[int], *, boot_s: float, keep: bool = True) -> None:
-        counts = list(workers)
-        if not counts or any(isinstance(w, bool) or not isinstance(w, int) or w < 1
-                             for w in counts):
-            raise ValueError(f"workers is {counts!r}, but must be one int >= 1 per stage")
-        if not (isinstance(boot_s, int | float) and boot_s >= 0):
-            raise ValueError(f"boot_s is {boot_s!r}, but must be a number >= 0")
-        self.workers = counts
-        self.boot_s = float(boot_s)
-        self.keep = bool(keep)
-
-    def __repr__(self) -> str:
-        return f"StageWorkers({self.workers!r}, boot_s={self.boot_s}, keep={self.keep})"
-
-    def target(self, view: ScaleView) -> int:
-        k = min(view.stage, len(self.workers) - 1)
-        upcoming = self.workers[k + 1] if k + 1 < len(self.workers) else 0
-        if view.starved and not view.queued:
-            hold = max(view.busy, upcoming) if self.keep else view.busy
-            elapsed = view.now if view.elapsed_s is None else view.elapsed_s
-            if view.next_work_s is not None \
-                    and view.next_work_s - elapsed <= RELAUNCH_LEAD * self.boot_s:
-                hold = max(view.busy, upcoming)
-            return hold
-        if view.queued:
-            return max(self.workers[k], view.live)
-        return self.workers[k]
-
-
 # While a stage waits for stragglers, idle workers the next stage needs go when its work is
 # more than (RELAUNCH_LEAD + RELEASE_MARGIN) boot latencies off, and are launched again
 # RELAUNCH_LEAD boot latencies before it (with boot U(60, 180) s, 1.5 mean boots is the slowest).
@@ -199,3 +156,46 @@ class FollowPlan:
         if view.queued and not view.cuts_stages:
             return max(planned, view.live)   # busy, or about to be: none goes
         return planned
+
+
+class StageWorkers:
+    """A fixed worker count per stage (rung), as a plan's stage counts followed with no
+    re-plan: the baseline that ``benchmarks/hindsight.py`` sizes in hindsight, to measure how
+    far the planner is from the cheapest per-stage cluster for a run whose every step time
+    and boot is known.
+
+    Holds ``workers[stage]`` (the last count for later stages) while the stage has work, and
+    lets none go while jobs wait for a slot. While the stage waits for stragglers it lets
+    idle workers go down to the next stage's count when ``keep`` (so they are up when the
+    stage begins), else down to the busy ones; either way it holds the next stage's count
+    from ``RELAUNCH_LEAD`` boot latencies (``boot_s``) before that stage's work is expected
+    (``ScaleView.next_work_s``).
+    """
+
+    def __init__(self, workers: Sequence[int], *, boot_s: float, keep: bool = True) -> None:
+        counts = list(workers)
+        if not counts or any(isinstance(w, bool) or not isinstance(w, int) or w < 1
+                             for w in counts):
+            raise ValueError(f"workers is {counts!r}, but must be one int >= 1 per stage")
+        if not (isinstance(boot_s, int | float) and boot_s >= 0):
+            raise ValueError(f"boot_s is {boot_s!r}, but must be a number >= 0")
+        self.workers = counts
+        self.boot_s = float(boot_s)
+        self.keep = bool(keep)
+
+    def __repr__(self) -> str:
+        return f"StageWorkers({self.workers!r}, boot_s={self.boot_s}, keep={self.keep})"
+
+    def target(self, view: ScaleView) -> int:
+        k = min(view.stage, len(self.workers) - 1)
+        upcoming = self.workers[k + 1] if k + 1 < len(self.workers) else 0
+        if view.starved and not view.queued:
+            hold = max(view.busy, upcoming) if self.keep else view.busy
+            elapsed = view.now if view.elapsed_s is None else view.elapsed_s
+            if view.next_work_s is not None \
+                    and view.next_work_s - elapsed <= RELAUNCH_LEAD * self.boot_s:
+                hold = max(view.busy, upcoming)
+            return hold
+        if view.queued:
+            return max(self.workers[k], view.live)
+        return self.workers[k]
