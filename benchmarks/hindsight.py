@@ -36,6 +36,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,8 @@ def wave_counts(m: int) -> list[int]:
     return sorted({math.ceil(m / waves) for waves in range(1, m + 1)})
 
 
-def search(run: Any, sizes: list[int]) -> tuple[tuple[int, ...], float] | None:
+def search(run: Callable[[tuple[int, ...]], tuple[bool, float]],
+           sizes: list[int]) -> tuple[tuple[int, ...], float] | None:
     """The cheapest (keep, *counts) found that meets the deadline, and its bill; ``run``
     maps such a tuple to (met, spend). None when no candidate meets it."""
     best: tuple[int, ...] | None = None
