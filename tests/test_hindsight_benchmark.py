@@ -54,9 +54,11 @@ def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
     row = doc["summary"]["1.25"]
     assert row["cases"] == row["found"] == 1
     assert row["target_vs_static_min"] == 0.5
+    assert row["hindsight_vs_lower_bound_median"] > 0
     (case,) = doc["details"]["cases"]
     found = case["hindsight"]
     assert row["hindsight_vs_static_min_median"] == found["vs_static_min"]
+    assert row["hindsight_vs_lower_bound_median"] == found["vs_lower_bound"]
     assert found["spend_usd"] == pytest.approx(found["vs_static_min"] * case["static_min_usd"])
     # The cluster reported finishes by the deadline at that bill when run again.
     task = planner.make_task(SAMPLE_DIR, case["task"])
