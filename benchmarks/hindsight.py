@@ -233,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, width=160)
     out = Console(stderr=True, width=160) if args.json else Console(width=160)
     if not groups:
-        err.print("no case of the planner JSON matches --seeds and --deadlines")
-        return 1
+        have = sorted({c["seed"] for c in all_cases})
+        ap.error(f"--seeds {args.seeds!r}: no case of the planner JSON at those seeds and "
+                 f"deadlines has a Static-min and a planner run (its seeds: {have})")
     started = time.perf_counter()
     early = bool(details.get("early_promotion", False))
     records: list[dict[str, Any]] = []

@@ -49,6 +49,10 @@ def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
          "--jobs", "1", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    other = subprocess.run(
+        [sys.executable, "benchmarks/hindsight.py", str(planner_json), "--seeds", "7"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert other.returncode == 2 and "--seeds '7'" in other.stderr and "[0]" in other.stderr
     doc = json.loads(proc.stdout)
     assert set(doc["summary"]) == {"1.25"}
     row = doc["summary"]["1.25"]
