@@ -73,6 +73,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from budgets import (  # noqa: E402
+    DEFAULT_MARGIN,
     BootLatency,
     FollowPlan,
     InstanceType,
@@ -420,10 +421,20 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                     1, task.max_resource, ETA, profile(), itype, deadline, budget,
                     max_trials=task.configs, straggler=straggler,
                     billing_minimum_s=BILLING_MINIMUM_S, **shape_options(accuracy_shape))
+                if not aplan.feasible:
+                    # As `elastune run` does: late on the profile's estimate alone, the count
+                    # chosen at the step times under which one trial ends in time.
+                    late = plan_accuracy_max(
+                        1, task.max_resource, ETA, profile(), itype,
+                        deadline * (1.0 - DEFAULT_MARGIN), budget, max_trials=task.configs,
+                        straggler=straggler, billing_minimum_s=BILLING_MINIMUM_S,
+                        rescale_late=True, **shape_options(accuracy_shape))
+                    aplan = late if "step_scale" in late.inputs else aplan
                 solve_s.append(time.perf_counter() - t)
                 k = aplan.num_trials
                 trials = min(k, task.configs)
-                if aplan.feasible and trials >= 1 and aplan.rungs:
+                scale = aplan.inputs.get("step_scale")
+                if (aplan.feasible or scale is not None) and trials >= 1 and aplan.rungs:
                     first_r = aplan.rungs[0].resource
                     cut = aplan.inputs.get("first_reduction")
                     sched = {**sched_sha, "min_resource": first_r,
@@ -431,8 +442,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                     # As a sweep with ``num_trials: None`` runs: the plan, re-planned online
                     # (fewer trials when what is observed no longer fits the budget).
                     areplanner = Replanner(
-                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA, cut), profile(),
-                        itype,
+                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA, cut),
+                        profile() if scale is None else profile().scaled(scale), itype,
                         deadline, cost_budget_usd=budget, straggler=straggler,
                         billing_minimum_s=BILLING_MINIMUM_S, max_trials=task.configs)
                     ar, aerr = sim(scheduler=sched, num_trials=trials,
@@ -449,6 +460,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                     arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
                     arun["brackets"] = 0
                 arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
+                            step_scale=scale,
                             min_resource=aplan.rungs[0].resource if aplan.rungs else None,
                             plan_workers=[r.workers for r in aplan.rungs],
                             solve_s=solve_s[-1],

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -685,7 +685,8 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
                       max_workers: int | None = None, straggler: float = 0.0,
                       gpu_options: Iterable[int] | None = None,
                       raise_min_resource: bool = False,
-                      first_reduction: int | None = None) -> Plan:
+                      first_reduction: int | None = None,
+                      rescale_late: bool = False) -> Plan:
     """The most trials whose cheapest plan meets ``deadline_s`` and costs <= ``cost_budget_usd``
     (SEER, Dunlap et al., SoCC '21), with that plan.
 
@@ -720,6 +721,20 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
     (:func:`choose_instance`). ``candidates`` replaces :func:`trial_counts` up to
     ``max_trials``. Feasibility grows no easier with more trials, so the counts are searched
     by bisection. With no count feasible: the smallest count's plan, ``feasible=False``.
+
+    ``rescale_late``: when no count is on time only because the profile's steps are too slow
+    for the deadline (the smallest count's fastest plan is late but fits the cost budget),
+    the profile's seconds per step are a prior the deadline itself refutes if the sweep is
+    to do anything: then the counts are searched again with the profile's steps (and
+    first-segment extra) at the largest fraction of their time under which the smallest count
+    is on time (:meth:`Profile.scaled`, found by bisection), and that plan is returned, still
+    ``feasible=False``, its reason saying so and ``inputs["step_scale"]`` the fraction. A
+    sweep can run it and learn the real step times as it goes (its re-planner shrinks the
+    job when they do not fit the cost budget), as one of a given size that is late on the
+    profile's estimate runs its fastest plan. (In the planner benchmark on LCBench 167185,
+    whose median configuration's 27 epochs take longer than the one-worker-per-trial
+    makespan, since its finalists train faster, 27 of 30 accuracy sweeps at 1.25x and 1.5x
+    that makespan had nothing to run without it.)
     """
     started = time.perf_counter()
     deadline = _deadline(deadline_s)
@@ -738,14 +753,16 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
                                   gpu_options=gpu_options)
     memo: dict[tuple[int, int], Plan] = {}
 
+    def solve(p: Profile, n: int, r: int) -> Plan:
+        shape = JobShape(n, r, max_resource, reduction_factor,
+                         first_reduction if r == min_resource else None)
+        if isinstance(instance, InstanceType):
+            return plan_cost_min(shape, p, instance, deadline, **kwargs)
+        return choose_instance(shape, p, list(instance), deadline, **kwargs)
+
     def plan_for(n: int, r: int) -> Plan:
         if (n, r) not in memo:
-            shape = JobShape(n, r, max_resource, reduction_factor,
-                             first_reduction if r == min_resource else None)
-            if isinstance(instance, InstanceType):
-                memo[n, r] = plan_cost_min(shape, profile, instance, deadline, **kwargs)
-            else:
-                memo[n, r] = choose_instance(shape, profile, list(instance), deadline, **kwargs)
+            memo[n, r] = solve(profile, n, r)
         return memo[n, r]
 
     def fits(p: Plan) -> bool:
@@ -779,8 +796,43 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
         best = plan_for(counts[lo], r)
         return replace(best, planner="accuracy-max", inputs={**best.inputs, **extra})
     smallest = plan_for(counts[0], min_resource)
+    if rescale_late and not smallest.feasible and smallest.predicted_cost_usd <= budget + _EPS:
+        scale = _on_time_scale(lambda p: solve(p, counts[0], min_resource).feasible, profile)
+        if scale is not None:
+            scaled = plan_accuracy_max(
+                min_resource, max_resource, reduction_factor, profile.scaled(scale), instance,
+                deadline_s, cost_budget_usd, candidates=counts, max_trials=max_trials,
+                raise_min_resource=raise_min_resource, first_reduction=first_reduction,
+                **kwargs)
+            if scaled.feasible:
+                return replace(scaled, feasible=False, reason=(
+                    f"no trial is on time at the profile's {profile.seconds_per_step(1):g} s "
+                    f"per step ({smallest.reason}); planned at {scale:.3g} times its step "
+                    "times, the most that lets one trial end by the deadline"),
+                    inputs={**scaled.inputs, "step_scale": scale,
+                            "solve_s": round(time.perf_counter() - started, 6)})
     why = smallest.reason or (f"its cheapest plan costs {smallest.predicted_cost_usd:g} USD, "
                               f"more than the budget of {budget:g} USD")
     return replace(smallest, feasible=False, planner="accuracy-max",
                    reason=f"even {counts[0]} trial(s) do not fit: {why}",
                    inputs={**smallest.inputs, **extra})
+
+
+def _on_time_scale(on_time: Callable[[Profile], bool], profile: Profile,
+                   iterations: int = 30) -> float | None:
+    """The largest fraction ``f`` in (0, 1) of ``profile``'s step times (to a relative 1e-3 or
+    so) with ``on_time(profile.scaled(f))``; None when even a thousandth is late (boot and
+    overheads alone miss the deadline). Bisection on the logarithm: lateness only grows with
+    the step time."""
+    lo, hi = 1e-3, 1.0
+    if not on_time(profile.scaled(lo)):
+        return None
+    for _ in range(iterations):
+        mid = math.sqrt(lo * hi)
+        if on_time(profile.scaled(mid)):
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1.0005:
+            break
+    return lo

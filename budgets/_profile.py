@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 from types import MappingProxyType
 from typing import Literal, Protocol
@@ -262,6 +262,19 @@ class Profile:
     def observations(self) -> int:
         """How many segments have been observed."""
         return self._count
+
+    def scaled(self, factor: float) -> Profile:
+        """A fresh copy (nothing observed) whose steps and first-segment extra take
+        ``factor`` times as long; set-up, restore, checkpoint and boot stay as they are.
+
+        >>> Profile(10.0, first_segment_s=4.0, setup_s=2.0).scaled(0.5).segment_seconds(
+        ...     3, restore=False)   # 2 + 2 + 3 x 5
+        19.0
+        """
+        if not _positive(factor):
+            raise ValueError(f"factor is {factor!r}, but must be > 0")
+        return replace(self, prior_s_per_step=self.prior_s_per_step * factor,
+                       first_segment_s=self.first_segment_s * factor)
 
     # -- predictions ------------------------------------------------------------------------
     def seconds_per_step(self, gpus: float = 1) -> float:

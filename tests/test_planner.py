@@ -274,6 +274,45 @@ def test_accuracy_max_reports_when_nothing_fits():
     assert not tight.feasible and "deadline" in tight.reason
 
 
+def test_accuracy_max_rescales_a_profile_the_deadline_refutes():
+    # One trial to 9 steps at 10 s a step takes 90 s: nothing ends in 45 s on the profile.
+    p = profile(10.0)
+    refused = plan_accuracy_max(1, 9, 3, p, gpu(), 45, 1.0, billing_minimum_s=0)
+    assert not refused.feasible and "do not fit" in refused.reason
+    assert "step_scale" not in refused.inputs
+    plan = plan_accuracy_max(1, 9, 3, p, gpu(), 45, 1.0, billing_minimum_s=0,
+                             rescale_late=True)
+    scale = plan.inputs["step_scale"]
+    # Steps at half their time (5 s) let one trial end by 45 s; a little slower does not.
+    assert 0.499 <= scale <= 0.5
+    one = JobShape(1, 1, 9, 3)
+    assert plan_cost_min(one, p.scaled(scale), gpu(), 45, billing_minimum_s=0).feasible
+    assert not plan_cost_min(one, p.scaled(scale * 1.01), gpu(), 45,
+                             billing_minimum_s=0).feasible
+    # The count is the one chosen on the scaled profile, still marked as not on the prior.
+    again = plan_accuracy_max(1, 9, 3, p.scaled(scale), gpu(), 45, 1.0, billing_minimum_s=0)
+    assert again.feasible and plan.num_trials == again.num_trials > 1
+    assert not plan.feasible and "times its step times" in plan.reason
+    assert plan.predicted_wall_s <= 45 and plan.predicted_cost_usd <= 1.0
+    # Over the cost budget even at its fastest, or late on boots alone: still refused.
+    for over in (plan_accuracy_max(1, 9, 3, p, gpu(), 45, 0.01, billing_minimum_s=0,
+                                   rescale_late=True),
+                 plan_accuracy_max(1, 9, 3, profile(10.0, boot=60), gpu(), 45, 1.0,
+                                   billing_minimum_s=0, rescale_late=True)):
+        assert not over.feasible and "do not fit" in over.reason
+        assert "step_scale" not in over.inputs
+
+
+def test_profile_scaled_is_a_fresh_profile_with_shorter_steps():
+    p = profile(10.0, setup_s=3.0, first_segment_s=8.0)
+    p.observe(steps=2, seconds=100.0)
+    half = p.scaled(0.5)
+    assert half.observations == 0 and half.seconds_per_step() == 5.0
+    assert half.first_segment_s == 4.0 and half.setup_s == 3.0 and half.boot == p.boot
+    with pytest.raises(ValueError, match="factor"):
+        p.scaled(0.0)
+
+
 def test_accuracy_max_picks_among_instance_types_and_user_candidates():
     plan = plan_accuracy_max(1, 27, 3, profile(5.0, boot=60), [gpu(1, 1.0, name="a"),
                                                                gpu(1, 3.0, name="b")],
@@ -471,3 +510,13 @@ def test_plan_command_says_whether_run_would_follow_a_late_plan_or_refuse_it(tmp
     assert main(["plan", str(sweep), "--time-budget", "2m", "--cost-budget", "1"]) == 0
     out = capsys.readouterr().out
     assert "infeasible" not in out and "elastune run" not in out
+    # With the count left to the planner, not even one trial is on time at 5 s a step: the
+    # plan is made at the step times that let one (0.3 of them, 14 % of 20 s kept free).
+    sweep.write_text(sweep.read_text().replace("num_trials: 9\n", ""))
+    assert main(["plan", str(sweep), "--time-budget", "20s", "--cost-budget", "1",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["feasible"] and 0.29 < doc["inputs"]["step_scale"] <= 0.3
+    assert doc["predicted_wall_s"] <= 20 * (1 - 0.14) + 1e-6 and doc["num_trials"] >= 3
+    assert main(["plan", str(sweep), "--time-budget", "20s", "--cost-budget", "1"]) == 0
+    assert "run follows this plan (made at 0.3 times" in capsys.readouterr().out

@@ -216,7 +216,7 @@ def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_pa
     assert result.trials.shape[0] == 9
 
 
-def test_a_sweep_over_its_cost_budget_or_with_no_trial_on_time_is_still_refused(tmp_path):
+def test_a_sweep_over_its_cost_budget_is_still_refused(tmp_path):
     late = {"provider": {"type": "local", "workers": 3, "scaling": "plan"},
             "profile": {"seconds_per_step": 5.0, "boot_s": 2}}
     # The fastest plan bills 3 workers' 60 s minimum (0.05 USD): over a 0.04 USD budget.
@@ -224,7 +224,32 @@ def test_a_sweep_over_its_cost_budget_or_with_no_trial_on_time_is_still_refused(
         tune(_sweep(**late), time_budget="20s", cost_budget=0.04,
              experiment_dir=tmp_path / "a")
     assert "no plan fits the budgets" in str(over.value)
-    # The planner was to choose the number of trials, and not even one is on time.
-    with pytest.raises(ConfigError, match="no plan fits the budgets"):
-        tune(_sweep(num_trials=None, **late), time_budget="20s", cost_budget=1.0,
+    # The planner was to choose the number of trials: at 10 s a step one trial's fastest
+    # plan runs 92 s (0.0256 USD at 1 USD/h), over a 0.02 USD budget. Its step times are not
+    # rescaled to the deadline: the budget, not only the profile's estimate, rules it out.
+    slow = {**late, "profile": {"seconds_per_step": 10.0, "boot_s": 2}}
+    with pytest.raises(ConfigError, match="budget") as chosen:
+        tune(_sweep(num_trials=None, **slow), time_budget="20s", cost_budget=0.02,
              experiment_dir=tmp_path / "b")
+    assert "no plan fits the budgets" in str(chosen.value)
+    assert "do not fit" in str(chosen.value) and "times its step times" not in str(chosen.value)
+
+
+def test_a_sweep_whose_count_is_chosen_runs_when_only_its_profile_is_late(tmp_path, caplog):
+    # The profile says 5 s a step: not even one trial to 9 steps ends in 20 s. The planner
+    # chooses the count at the step times under which one would (0.3 of them, with the
+    # margin kept), the re-planner learns the real ones (milliseconds), and the sweep ends on
+    # time within its budget.
+    late = {"provider": {"type": "local", "workers": 3, "scaling": "plan"},
+            "profile": {"seconds_per_step": 5.0, "boot_s": 2}}
+    with caplog.at_level("WARNING", logger="tuner._tune"):
+        result = tune(_sweep(num_trials=None, **late), time_budget="20s", cost_budget=1.0,
+                      experiment_dir=tmp_path / "e")
+    assert "no trial is on time at the profile's 5 s per step" in caplog.text
+    assert "following it" in caplog.text
+    first = result.plans[0]["plan"] if "plan" in result.plans[0] else result.plans[0]
+    assert 0.25 < first["inputs"]["step_scale"] < 0.35
+    assert first["planner"] == "cost-min" and first["num_trials"] >= 3
+    assert result.state == "finished" and result.deadline_met and result.budget_respected
+    assert result.trials.shape[0] >= first["num_trials"]
+    assert (result.trials["state"] == "completed").any()

@@ -132,12 +132,13 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     policy = spot_policy_for(sweep)
 
-    def solve(by: float | None) -> Plan:
+    def solve(by: float | None, rescale_late: bool = False) -> Plan:
         if sweep.num_trials is None:
             s = sweep.scheduler
             return plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
                                      profile, types[0] if local else types, by, budget,
-                                     **shape_choice(sweep), **kwargs)
+                                     rescale_late=rescale_late, **shape_choice(sweep),
+                                     **kwargs)
         if local:
             return plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0], by,
                                  **kwargs)
@@ -153,6 +154,12 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
             plan = solve(deadline * (1.0 - margin))
             if not plan.feasible:
                 plan = solve(deadline)
+            if not plan.feasible and sweep.num_trials is None:
+                # Late on the profile's estimate alone: the count chosen at the step times
+                # under which one trial would end in time (see ``late_only``).
+                rescaled = solve(deadline * (1.0 - margin), rescale_late=True)
+                if "step_scale" in rescaled.inputs:
+                    plan = rescaled
         else:
             plan = solve(deadline)
     except ValueError as exc:
@@ -178,10 +185,15 @@ def late_only(sweep: SweepConfig, plan: Plan) -> bool:
     times from the first segments, and the controller ends the sweep at the time budget with
     the best result so far (in the planner benchmark on LCBench 167185, seeds 0-4, the first
     plan for 81 trials was late in 9 of the 10 sweeps at 1.25x and 1.5x the makespan, and all
-    10 run so met their deadlines, at 0.67-0.80 of them). A sweep whose plan is over the cost
-    budget, or whose number of trials the planner was to choose (even one trial is late: which
-    number would it run?), is still refused."""
+    10 run so met their deadlines, at 0.67-0.80 of them). A sweep whose number of trials the
+    planner chooses runs, likewise, the plan made at the largest fraction of the profile's
+    step times under which one trial ends in time (``inputs["step_scale"]``; its re-planner
+    starts from that fraction and shrinks the job when what it measures does not fit the cost
+    budget). A sweep whose plan is over the cost budget even so is still refused."""
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
+    if "step_scale" in plan.inputs:     # the count chosen at a fraction of the step times
+        return (deadline is not None
+                and (budget is None or plan.predicted_cost_usd <= budget))
     return (sweep.num_trials is not None and deadline is not None
             and plan.predicted_wall_s > deadline
             and (budget is None or plan.predicted_cost_usd <= budget))
@@ -243,7 +255,10 @@ def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None,
     chosen = chosen or sweep.num_trials is None or plan.planner == "accuracy-max"
     policy = spot_policy_for(sweep)
     margin = {} if policy is None else {"margin": policy.margin}
-    return Replanner(shape_for(sweep, plan.num_trials), profile_for(sweep),
+    profile = profile_for(sweep)
+    if "step_scale" in plan.inputs:   # planned at a fraction of the profile's step times
+        profile = profile.scaled(float(plan.inputs["step_scale"]))
+    return Replanner(shape_for(sweep, plan.num_trials), profile,
                      plan_instance(sweep, plan, book), sweep.time_budget_s,
                      cost_budget_usd=sweep.cost_budget_usd if chosen else None,
                      **margin, **_planner_kwargs(sweep))

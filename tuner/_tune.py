@@ -10,6 +10,7 @@ import math
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,8 @@ def tune(
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
     plan = plan_for(sweep)
-    chosen = (sweep.num_trials is None and sweep.sampler != "grid" and plan.feasible
+    chosen = (sweep.num_trials is None and sweep.sampler != "grid"
+              and (plan.feasible or late_only(sweep, plan))
               and sweep.scheduler.type != "hyperband")
     if chosen:
         # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
@@ -344,12 +346,15 @@ def _scaling(sweep: SweepConfig, plan: Plan, chosen: bool = False
     if not plan.feasible:
         if not late_only(sweep, plan):
             raise ConfigError("budget", f"no plan fits the budgets: {plan.reason}")
-        log.warning("%s; following the fastest plan (%.0f s, %.4f USD), re-planned as real "
-                    "step times arrive: the sweep stops at the time budget with the best "
-                    "result so far", plan.reason, plan.predicted_wall_s,
-                    plan.predicted_cost_usd)
+        log.warning("%s; following %s (%.0f s, %.4f USD), re-planned as real step times "
+                    "arrive: the sweep stops at the time budget with the best result so far",
+                    plan.reason, "it" if "step_scale" in plan.inputs else "the fastest plan",
+                    plan.predicted_wall_s, plan.predicted_cost_usd)
     replanner = replanner_for(sweep, plan, chosen=chosen)
-    return FollowPlan(replanner.initial()), replanner
+    first = replanner.initial()
+    if "step_scale" in plan.inputs:   # stored as made: at a fraction of the step times
+        first = replace(first, inputs={**first.inputs, "step_scale": plan.inputs["step_scale"]})
+    return FollowPlan(first), replanner
 
 
 def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:

@@ -109,10 +109,16 @@ def plan_command(
         if not result.feasible and spec.provider.follows_plan:
             from tuner._planning import late_only
 
-            print("elastune run follows this fastest plan, re-planned as it measures, and "
-                  "stops at the time budget" if late_only(spec, result)
-                  else "elastune run refuses this sweep (exit status 2): only a sweep of a "
-                  "given number of trials whose fastest plan fits the cost budget runs late")
+            if not late_only(spec, result):
+                print("elastune run refuses this sweep (exit status 2): only a sweep whose "
+                      "plan fits the cost budget runs late")
+            elif "step_scale" in result.inputs:
+                print(f"elastune run follows this plan (made at {result.inputs['step_scale']:.3g}"
+                      " times the profile's step times), re-planned as it measures, and stops "
+                      "at the time budget")
+            else:
+                print("elastune run follows this fastest plan, re-planned as it measures, and "
+                      "stops at the time budget")
 
 
 def _print_plan(plan: Any) -> None:
