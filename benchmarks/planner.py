@@ -17,8 +17,9 @@ control logic. Per task of ``--data`` (discovered from the files) and per seed:
   smallest fixed cluster that finishes by the deadline, found in hindsight by bisection over
   1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
   GPU-seconds of the planner run's segments at the per-GPU price).
-- accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, ``plan_accuracy_max`` (SHA
-  with its number of trials, from rung 1 with the best half of the first stage going on;
+- accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, ``initial_accuracy_plan``
+  (``plan_accuracy_max`` as ``elastune run`` calls it for a sweep with ``num_trials`` left out:
+  SHA with its number of trials, from rung 1 with the best half of the first stage going on;
   ``--accuracy-shape`` for the other shapes), re-planned online, against ASHA with n trials
   on the largest fixed cluster whose price for the whole deadline fits the budget (at least
   one worker: where not even one fits, the cost budget ends that ASHA sweep early); a win is
@@ -73,7 +74,6 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from budgets import (  # noqa: E402
-    DEFAULT_MARGIN,
     BootLatency,
     FollowPlan,
     InstanceType,
@@ -85,6 +85,7 @@ from budgets import (  # noqa: E402
     Static,
     default_data_dir,
     discover,
+    initial_accuracy_plan,
     load_curves,
     per_gpu_hour,
 )
@@ -417,19 +418,12 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
             for bf in BUDGET_FACTORS:
                 budget = bf * smin["spend_usd"]
                 t = time.perf_counter()
-                aplan = plan_accuracy_max(
+                # As `elastune run` plans a sweep with num_trials left out (the margin kept,
+                # else the deadline; late on the profile alone, at a fraction of its steps).
+                aplan = initial_accuracy_plan(
                     1, task.max_resource, ETA, profile(), itype, deadline, budget,
                     max_trials=task.configs, straggler=straggler,
                     billing_minimum_s=BILLING_MINIMUM_S, **shape_options(accuracy_shape))
-                if not aplan.feasible:
-                    # As `elastune run` does: late on the profile's estimate alone, the count
-                    # chosen at the step times under which one trial ends in time.
-                    late = plan_accuracy_max(
-                        1, task.max_resource, ETA, profile(), itype,
-                        deadline * (1.0 - DEFAULT_MARGIN), budget, max_trials=task.configs,
-                        straggler=straggler, billing_minimum_s=BILLING_MINIMUM_S,
-                        rescale_late=True, **shape_options(accuracy_shape))
-                    aplan = late if "step_scale" in late.inputs else aplan
                 solve_s.append(time.perf_counter() - t)
                 k = aplan.num_trials
                 trials = min(k, task.configs)

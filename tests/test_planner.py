@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from budgets import (
+    DEFAULT_MARGIN,
     LINEAR,
     RESNET50_CIFAR10,
     BootLatency,
@@ -23,6 +24,7 @@ from budgets import (
     Speedup,
     billed,
     choose_instance,
+    initial_accuracy_plan,
     plan_accuracy_max,
     plan_cost_min,
     plan_static,
@@ -303,6 +305,44 @@ def test_accuracy_max_rescales_a_profile_the_deadline_refutes():
         assert "step_scale" not in over.inputs
 
 
+def test_initial_accuracy_plan_chooses_at_the_deadline_then_rescales_at_the_margin():
+    """The first plan of a sweep whose count the planner chooses, one sequence for `elastune
+    run` and the benchmark: the most trials at the deadline itself (the count is a ceiling
+    the re-planner's admission trims), the step times rescaled when nothing is on time, and
+    nothing else."""
+    p = profile(10.0, boot=60)
+    plan = initial_accuracy_plan(1, 9, 3, p, gpu(), 300.0, 0.5)
+    same = plan_accuracy_max(1, 9, 3, p, gpu(), 300.0, 0.5)
+    assert plan.feasible and (plan.num_trials, plan.predicted_cost_usd) == (
+        same.num_trials, same.predicted_cost_usd)
+    assert plan.num_trials == 15 and plan.predicted_wall_s <= 300 and plan.predicted_cost_usd <= 0.5
+    # Keeping the re-planner's margin would have chosen fewer: 12.
+    kept = plan_accuracy_max(1, 9, 3, p, gpu(), 300.0 * (1 - DEFAULT_MARGIN), 0.5)
+    assert kept.num_trials == 12
+    # The first stage booted at the profile's mean boot unless told: 120 s for U(60, 180).
+    slow = Profile(10.0, boot=BootLatency(60, 180))
+    assert initial_accuracy_plan(1, 9, 3, slow, gpu(), 600.0, 0.5).inputs["boot_s"] == 120.0
+    told = initial_accuracy_plan(1, 9, 3, slow, gpu(), 600.0, 0.5, boot_s=168.0)
+    assert told.inputs["boot_s"] == 168.0
+    # Nothing on time on the profile (one trial: 90 s of steps, 45 s): the count at the step
+    # times the deadline less the margin allows, as `plan_accuracy_max(rescale_late=True)`.
+    late = initial_accuracy_plan(1, 9, 3, profile(10.0), gpu(), 45.0, 1.0, billing_minimum_s=0)
+    again = plan_accuracy_max(1, 9, 3, profile(10.0), gpu(), 45 * (1 - DEFAULT_MARGIN), 1.0,
+                              billing_minimum_s=0, rescale_late=True)
+    assert not late.feasible and late.num_trials == again.num_trials > 1
+    assert late.inputs["step_scale"] == again.inputs["step_scale"] < 0.5
+    assert late.predicted_wall_s <= 45 * (1 - DEFAULT_MARGIN)
+    # Over the budget even so: the deadline's refusal, with no fraction.
+    over = initial_accuracy_plan(1, 9, 3, profile(10.0), gpu(), 45.0, 0.01, billing_minimum_s=0)
+    assert not over.feasible and "step_scale" not in over.inputs and "do not fit" in over.reason
+    # No deadline: the one plan.
+    free = initial_accuracy_plan(1, 9, 3, p, gpu(), None, 0.5)
+    assert free.feasible and free.num_trials == plan_accuracy_max(1, 9, 3, p, gpu(), None,
+                                                                  0.5).num_trials
+    with pytest.raises(ValueError, match="margin"):
+        initial_accuracy_plan(1, 9, 3, p, gpu(), 300.0, 0.5, margin=1.0)
+
+
 def test_profile_scaled_is_a_fresh_profile_with_shorter_steps():
     p = profile(10.0, setup_s=3.0, first_segment_s=8.0)
     p.observe(steps=2, seconds=100.0)
@@ -428,6 +468,33 @@ def test_plan_command_takes_budget_flags_and_plans_trials_when_the_sweep_does_no
     assert large["num_trials"] >= small["num_trials"]
     assert main(["plan", str(sweep)]) == 0  # the human form
     assert "predicted cost" in capsys.readouterr().out
+
+
+def test_plan_command_chooses_the_count_with_the_function_the_benchmark_calls(tmp_path, capsys):
+    # A sweep with num_trials left out: the count is budgets.initial_accuracy_plan's on the
+    # sweep's own profile, type and shape (the planner benchmark's accuracy sweeps call it),
+    # at the time budget itself with the mean boot: more than keeping the margin would.
+    from tuner._config import load_sweep
+    from tuner._planning import instance_types_for, profile_for, shape_choice
+
+    text = (ROOT / "examples" / "digits.yaml").read_text().replace("num_trials: 27\n", "")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(text + "profile: {seconds_per_step: 2.0, boot_s: [10, 30]}\n")
+    assert main(["plan", str(sweep), "--json", "--time-budget", "150s",
+                 "--cost-budget", "0.5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    spec = load_sweep(str(sweep), time_budget="150s", cost_budget=0.5)
+    s, types = spec.scheduler, instance_types_for(spec)
+    args = (s.min_resource, s.max_resource, s.reduction_factor, profile_for(spec), types[0])
+    kw = dict(max_workers=spec.provider.workers, billing_minimum_s=spec.provider.billing_minimum_s,
+              **shape_choice(spec))
+    same = initial_accuracy_plan(*args, 150.0, 0.5, **kw)
+    assert doc["feasible"] and doc["num_trials"] == same.num_trials
+    assert doc["predicted_cost_usd"] == pytest.approx(same.predicted_cost_usd)
+    assert doc["inputs"]["boot_s"] == pytest.approx(20.0)   # the mean of U(10, 30)
+    kept = plan_accuracy_max(*args, 150.0 * (1 - DEFAULT_MARGIN), 0.5, **kw,
+                             boot_s=profile_for(spec).boot.quantile(0.9))
+    assert kept.feasible and doc["num_trials"] == 36 > kept.num_trials == 18
 
 
 def test_plan_command_marks_a_plan_over_the_cost_budget_infeasible(capsys):

@@ -28,7 +28,7 @@ from budgets import (
     Speedup,
     SpotPolicy,
     choose_instance,
-    plan_accuracy_max,
+    initial_accuracy_plan,
     plan_cost_min,
     plan_static,
 )
@@ -114,7 +114,7 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     With ``num_trials`` set: the cheapest plan for that many trials that ends within the time
     budget (no time budget: the cheapest plan at all), on the cheapest instance type; it is
     marked infeasible when it would still cost more than the cost budget. With ``num_trials``
-    None: the most trials that fit both budgets (:func:`budgets.plan_accuracy_max`).
+    None: the most trials that fit both budgets (:func:`budgets.initial_accuracy_plan`).
 
     The planner models synchronous successive halving; for ASHA (asynchronous promotions)
     and Hyperband (several brackets; the plan covers the first) it is an approximation.
@@ -132,36 +132,32 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     policy = spot_policy_for(sweep)
 
-    def solve(by: float | None, rescale_late: bool = False) -> Plan:
-        if sweep.num_trials is None:
-            s = sweep.scheduler
-            return plan_accuracy_max(s.min_resource, s.max_resource, s.reduction_factor,
-                                     profile, types[0] if local else types, by, budget,
-                                     rescale_late=rescale_late, **shape_choice(sweep),
-                                     **kwargs)
+    # The plan keeps the re-planner's margin of the time free (a spot policy's, else the
+    # default), as the first plan a sweep follows does; the deadline itself when that cannot
+    # be done.
+    margin = policy.margin if policy is not None else DEFAULT_MARGIN
+
+    def solve(num_trials: int, by: float | None) -> Plan:
         if local:
-            return plan_cost_min(shape_for(sweep, sweep.num_trials), profile, types[0], by,
-                                 **kwargs)
-        return choose_instance(shape_for(sweep, sweep.num_trials), profile, types, by,
-                               **kwargs)
+            return plan_cost_min(shape_for(sweep, num_trials), profile, types[0], by, **kwargs)
+        return choose_instance(shape_for(sweep, num_trials), profile, types, by, **kwargs)
 
     try:
-        if deadline is not None:
-            # The plan keeps the re-planner's margin of the time free (a spot policy's, else
-            # the default), as the first plan a sweep follows does; the deadline itself when
-            # that cannot be done.
-            margin = policy.margin if policy is not None else DEFAULT_MARGIN
-            plan = solve(deadline * (1.0 - margin))
+        if sweep.num_trials is None:
+            # The count the sweep will admit at most, as the planner benchmark measures it
+            # (late on the profile's estimate alone: the count chosen at the step times
+            # under which one trial ends in time, see ``late_only``); its boot at the mean.
+            s = sweep.scheduler
+            plan = initial_accuracy_plan(s.min_resource, s.max_resource, s.reduction_factor,
+                                         profile, types[0] if local else types, deadline,
+                                         budget, margin=margin, **shape_choice(sweep),
+                                         **{**kwargs, "boot_s": None})
+        elif deadline is not None:
+            plan = solve(sweep.num_trials, deadline * (1.0 - margin))
             if not plan.feasible:
-                plan = solve(deadline)
-            if not plan.feasible and sweep.num_trials is None:
-                # Late on the profile's estimate alone: the count chosen at the step times
-                # under which one trial would end in time (see ``late_only``).
-                rescaled = solve(deadline * (1.0 - margin), rescale_late=True)
-                if "step_scale" in rescaled.inputs:
-                    plan = rescaled
+                plan = solve(sweep.num_trials, deadline)
         else:
-            plan = solve(deadline)
+            plan = solve(sweep.num_trials, None)
     except ValueError as exc:
         if isinstance(exc, ConfigError):
             raise
