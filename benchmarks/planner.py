@@ -418,8 +418,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
             for bf in BUDGET_FACTORS:
                 budget = bf * smin["spend_usd"]
                 t = time.perf_counter()
-                # As `elastune run` plans a sweep with num_trials left out (the margin kept,
-                # else the deadline; late on the profile alone, at a fraction of its steps).
+                # As `elastune run` plans a sweep with num_trials left out (the count at the
+                # deadline; late on the profile alone, at a fraction of its step times).
                 aplan = initial_accuracy_plan(
                     1, task.max_resource, ETA, profile(), itype, deadline, budget,
                     max_trials=task.configs, straggler=straggler,

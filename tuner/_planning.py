@@ -132,9 +132,9 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     policy = spot_policy_for(sweep)
 
-    # The plan keeps the re-planner's margin of the time free (a spot policy's, else the
-    # default), as the first plan a sweep follows does; the deadline itself when that cannot
-    # be done.
+    # A sweep of a given number of trials: the plan keeps the re-planner's margin of the time
+    # free (a spot policy's, else the default), as the first plan it follows does; the
+    # deadline itself when that cannot be done.
     margin = policy.margin if policy is not None else DEFAULT_MARGIN
 
     def solve(num_trials: int, by: float | None) -> Plan:
