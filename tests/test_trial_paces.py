@@ -533,3 +533,97 @@ def test_the_controller_follows_an_admission_limit_down_and_back_up():
     assert sum(1 for s in r.store.segments() if s["stop_step"] == 9) == 3
     # The views carried the stage sizes the scheduler runs.
     assert seen[0].stage_sizes == (27, 9, 3)
+
+
+class _DearFirstStepThenStop(DearFirstStep):
+    """DearFirstStep that asks the sweep to stop (its stop file) once a third trial has
+    reported its ninth step: the second stage (rungs 3/9/27) is under way."""
+
+    def __init__(self, stop_file) -> None:
+        super().__init__(n=27)
+        self.stop_file, self.at_nine = stop_file, set()
+
+    def value(self, c, s):
+        if s == 9:
+            self.at_nine.add(c)
+            if len(self.at_nine) >= 3:
+                self.stop_file.touch()
+        return super().value(c, s)
+
+
+def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
+    """A controller on simulated parts over ``store``: a 27-trial SHA sweep (rungs 3/9/27)
+    on one worker, re-planned, as ``elastune run`` and ``elastune resume`` build it."""
+    from dataclasses import replace
+
+    from optuna.distributions import IntDistribution
+
+    from budgets import Ledger, SimClock
+    from cloud import SimProvider
+    from tuner._controller import Controller, RunSpec
+    from tuner._sampling import PermutationSampler, Sampler
+    from tuner._sim_executor import SimExecutor
+    from tuner._simulate import SIM_SETTINGS
+    from tuner.schedulers import make_scheduler
+
+    clock = SimClock()
+    provider = SimProvider(clock, boot_s=lambda rng: 60.0)
+    rp = Replanner(JobShape(27, 3, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)),
+                   SIM_GPU, None, billing_minimum_s=60, max_workers=27)
+    seen: list[ReplanView] = []
+
+    def spy(view: ReplanView):
+        seen.append(view)
+        return rp(view)
+
+    spec = RunSpec(experiment_id="sim", trainable="simulated", metric="acc", mode="max",
+                   workers=1, gpus_per_trial=1, time_budget_s=None, cost_budget_usd=None,
+                   checkpoint_root="/nonexistent", instance_type="sim-gpu",
+                   elapsed_before_s=elapsed_before_s)
+    controller = Controller(
+        spec, scheduler=make_scheduler("sha", 3, 27, 3, "max", 27),
+        sampler=Sampler({"config": IntDistribution(0, 26)}, PermutationSampler(0), "max", 0),
+        executor=SimExecutor(clock, provider, curves, metric="acc",
+                             config_ids=curves.config_ids()),
+        provider=provider, ledger=Ledger(None, 60.0), store=store, clock=clock,
+        settings=replace(SIM_SETTINGS, stop_file=stop_file), replanner=spy)
+    return controller, seen
+
+
+def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_path):
+    # Stopped in the second stage, then taken up by a new controller over the same store (as
+    # after a crash): the segments the first run finished come back into its step-time fit,
+    # its trials' paces and the stage's count of segments done, as the first run had them,
+    # so its first re-plan sees 10 s a step and a first step 100 s dearer (DearFirstStep),
+    # not the profile's prior alone.
+    from tuner._store import Store
+
+    stop_file = tmp_path / "STOP"
+    store = Store(tmp_path / "sweep")
+    store.create_experiment("sim", "sim", {"simulated": "synth"}, "acc", "max", None, None)
+    first, _ = _sim_controller(store, _DearFirstStepThenStop(stop_file), stop_file)
+    outcome = first.run()
+    assert outcome.reason == "requested"
+    done = [s for s in store.segments() if s["state"] == "done"]
+    assert any(s["start_step"] > 0 for s in done), "stopped before the second stage"
+    stop_file.unlink()
+
+    second, seen = _sim_controller(store, DearFirstStep(n=27), stop_file,
+                                   elapsed_before_s=outcome.finished_at - outcome.started_at)
+    second.restore()
+    assert len(second._step_times) == len(done)
+    assert sorted(second._step_times) == sorted(first._step_times)
+    assert sorted(second._segment_times) == sorted(first._segment_times)
+    assert second._resumed_segments == first._resumed_segments > 0
+    assert second._done_at_rung == first._done_at_rung and second._done_at_rung[0] == 27
+    for trial_id in first.trials:
+        assert second._paces.pace(trial_id, s_per_step=10.0) == pytest.approx(
+            first._paces.pace(trial_id, s_per_step=10.0))
+    fit = second._fit(second._segment_times)
+    assert fit is not None and fit == pytest.approx((10.0, 100.0), rel=0.01)
+
+    assert second.run().reason == "done"
+    assert seen, "the resumed sweep never re-planned"
+    assert seen[0].observations >= len(done) and not seen[0].fresh_only
+    assert seen[0].observed_s_per_step == pytest.approx(10.0, rel=0.01)
+    assert seen[0].observed_first_s == pytest.approx(100.0, rel=0.01)

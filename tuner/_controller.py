@@ -358,7 +358,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         Trials come back with their params, steps, values and failures; the scheduler's journal
         is replayed into the (fresh) scheduler; the sampler is told every trial's params and
         results; segments that were in flight are marked lost and their jobs offered again
-        (training resumes from each trial's last checkpoint). Returns the number of trials.
+        (training resumes from each trial's last checkpoint); the finished ones are counted in
+        the step times the re-planner fits. Returns the number of trials.
         """
         from tuner._journal import replay
 
@@ -413,6 +414,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             # ran, and the scheduler has never heard of it.
             del self.trials[tid]
             self.store.forget_trial(tid)
+        self._replay_segments()
         for trial in self.trials.values():
             if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
                 # In flight, or stopped at the end of the last run: offered again.
@@ -422,6 +424,29 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         for trial in self.trials.values():
             self._set_trial_state(trial, self._restored_state(trial), now)
         return len(self.trials)
+
+    def _replay_segments(self) -> None:
+        """Count the segments the earlier runs finished in the step times, in the order they
+        ended, as if this controller had seen them end: its first re-plan fits what the
+        sweep has measured, not the profile's prior alone."""
+        first_steps: dict[str, float] = {}
+        for r in self.store.query("SELECT segment_id, ts FROM reports WHERE step = 1 "
+                                  "ORDER BY rowid"):
+            first_steps.setdefault(r["segment_id"], float(r["ts"]))
+        for r in self.store.query(
+                "SELECT segment_id, trial_id, start_step, stop_step, last_step, gpus, "
+                "started_at, finished_at FROM segments WHERE state = 'done' AND "
+                "last_step > start_step AND finished_at IS NOT NULL "
+                "ORDER BY finished_at, rowid"):
+            trial = self.trials.get(r["trial_id"])
+            if trial is None:
+                continue
+            finished = float(r["finished_at"])
+            started = finished if r["started_at"] is None else float(r["started_at"])
+            self._observe_segment(r["trial_id"], int(r["start_step"]), int(r["stop_step"]),
+                                  int(r["last_step"]), int(r["gpus"] or 1), started, finished,
+                                  first_steps.get(r["segment_id"]),
+                                  this_bracket=trial.number > self._bracket_first)
 
     def _adopt(self, now: float) -> None:
         """Take over the instances the earlier run left running (found by the experiment's
@@ -625,33 +650,9 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         widening = seg.segment_id in self._widening
         self._widening.discard(seg.segment_id)
         if event.last_step > seg.start_step and event.status == "done":
-            self._step_times.append(duration / (event.last_step - seg.start_step))
-            if self.reallocation is not None:
-                self._unit_step_times.append(self._step_times[-1]
-                                             * self.reallocation.speedup(max(1, seg.gpus)))
-            self._step_total += self._step_times[-1]
-            steps = event.last_step - seg.start_step
-            first = run.first_step_at
-            # (steps counted at what the profile's step costs say they cost, if it has them)
-            weight = self._steps_weight
-            if seg.start_step == 0 and steps > 1 and first is not None and \
-                    started <= first <= event.ts:
-                # A first segment of several steps tells its first step (set-up, warm-up)
-                # from the steps after it, by the time its first step was reported.
-                self._segment_times += [(weight(0, 1), first - started, True),
-                                        (weight(1, steps), event.ts - first, False)]
-                self._resumed_segments += 1
-            else:
-                self._segment_times.append((weight(seg.start_step, event.last_step), duration,
-                                            seg.start_step == 0))
-            self._paces.observe(trial.trial_id,
-                                steps=weight(seg.start_step, event.last_step),
-                                seconds=duration, fresh=seg.start_step == 0)
-            self._resumed_segments += seg.start_step > 0  # (and split first segments)
-            rungs = getattr(self.scheduler, "rungs", None)
-            if rungs and seg.stop_step in rungs:
-                k = rungs.index(seg.stop_step)
-                self._done_at_rung[k] = self._done_at_rung.get(k, 0) + 1
+            self._observe_segment(trial.trial_id, seg.start_step, seg.stop_step,
+                                  event.last_step, seg.gpus, started, event.ts,
+                                  run.first_step_at)
         inst = self.instances[run.instance_id]
         # One transaction: a controller killed here leaves the segment and its journal
         # entry (rung, end, lost) both written or neither, so a resume never re-runs a rung
@@ -718,6 +719,39 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             else:  # lost: infrastructure, not the trainable; offered again
                 self._job_lost(trial.trial_id)
         self._sync_state(trial, now)
+
+    def _observe_segment(self, trial_id: str, start_step: int, stop_step: int, last_step: int,
+                         gpus: int, started: float, finished: float,
+                         first_step_at: float | None, this_bracket: bool = True) -> None:
+        """Count a segment that trained ``start_step`` to ``last_step`` (done) in the step
+        times: the re-planner's fit, each trial's pace, and the segments done per rung (for
+        ``this_bracket`` only)."""
+        duration = max(0.0, finished - started)
+        steps = last_step - start_step
+        self._step_times.append(duration / steps)
+        if self.reallocation is not None:
+            self._unit_step_times.append(self._step_times[-1]
+                                         * self.reallocation.speedup(max(1, gpus)))
+        self._step_total += self._step_times[-1]
+        # (steps counted at what the profile's step costs say they cost, if it has them)
+        weight = self._steps_weight
+        if start_step == 0 and steps > 1 and first_step_at is not None and \
+                started <= first_step_at <= finished:
+            # A first segment of several steps tells its first step (set-up, warm-up) from
+            # the steps after it, by the time its first step was reported.
+            self._segment_times += [(weight(0, 1), first_step_at - started, True),
+                                    (weight(1, steps), finished - first_step_at, False)]
+            self._resumed_segments += 1
+        else:
+            self._segment_times.append((weight(start_step, last_step), duration,
+                                        start_step == 0))
+        self._paces.observe(trial_id, steps=weight(start_step, last_step), seconds=duration,
+                            fresh=start_step == 0)
+        self._resumed_segments += start_step > 0  # (and split first segments)
+        rungs = getattr(self.scheduler, "rungs", None)
+        if this_bracket and rungs and stop_step in rungs:
+            k = rungs.index(stop_step)
+            self._done_at_rung[k] = self._done_at_rung.get(k, 0) + 1
 
     def _job_lost(self, trial_id: str) -> None:
         if trial_id in self._cut:
