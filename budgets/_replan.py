@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -274,6 +275,36 @@ class Replanner:
         plan = self._plan(self.profile, stage=0, elapsed_s=0.0, live=0)
         self._remember(0, 0.0, plan)
         return _timed(plan, started)
+
+    def calibration(self) -> dict[str, Any]:
+        """What the re-planner has learnt of the bracket under way, as JSON-able data: per
+        stage, (seconds into the sweep, predicted end) of its first plan, and how much longer
+        than planned the slowest stage so far ran. A resumed sweep gives it back to its new
+        re-planner (:meth:`recalibrate`)."""
+        return {"bracket": self.bracket, "late": self._late,
+                "stages": {str(k): list(v) for k, v in self._stage_plans.items()}}
+
+    def recalibrate(self, calibration: Mapping[str, Any]) -> bool:
+        """Take up what :meth:`calibration` returned: the stages' first plans if it was taken
+        in the bracket under way (:attr:`bracket`, counted by :meth:`begin_bracket`), and how
+        late a stage ran in any case (it outlives brackets); returns whether the stages were
+        taken. Raises ValueError on anything :meth:`calibration` does not return."""
+        try:
+            bracket = int(calibration["bracket"])
+            stages = {int(k): (float(v[0]), float(v[1]))
+                      for k, v in dict(calibration["stages"]).items()}
+            late = float(calibration["late"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"calibration is {calibration!r}, not one calibration() "
+                             "returned") from exc
+        if not (1.0 <= late <= MAX_LATE) or any(
+                k < 0 or not all(map(math.isfinite, v)) for k, v in stages.items()):
+            raise ValueError(f"calibration is {calibration!r}, not one calibration() returned")
+        self._late = max(self._late, late)
+        if bracket != self.bracket:
+            return False
+        self._stage_plans = stages
+        return True
 
     def _remember(self, stage: int, elapsed_s: float, plan: Plan | None) -> None:
         """Keep the first plan of each stage, to see how late the stage ends."""

@@ -3,6 +3,7 @@ re-planner that shrinks a job whose budget it no longer fits."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -404,6 +405,41 @@ def test_a_stage_that_ran_late_stretches_the_plans_of_the_stages_after_it():
     assert late.inputs["straggler"] == pytest.approx(0.5)
 
 
+def test_a_new_replanner_takes_up_what_an_earlier_one_learnt_of_the_stages():
+    # As above: stage 0 ends at 117 s against a plan of 90 s (1.3x). A new re-planner given
+    # the first one's calibration (as a resumed sweep's is) plans stage 2 with the same 1.3x;
+    # without it, stage 1's plan is unknown to it and stage 2 is planned on time.
+    def make() -> Replanner:
+        return Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(0)), GPU,
+                         None, billing_minimum_s=0)
+
+    def view(stage: int, elapsed: float) -> ReplanView:
+        return ReplanView(now=0.0, elapsed_s=elapsed, stage=stage, live=1,
+                          observed_s_per_step=10.0, observations=9, spent_usd=0.0)
+
+    rp = make()
+    rp.initial()
+    rp(view(1, 117.0))
+    kept = rp.calibration()
+    assert kept == {"bracket": 0, "late": pytest.approx(1.3),
+                    "stages": {"0": [0.0, 90.0], "1": [117.0, 195.0]}}
+    resumed, afresh = make(), make()
+    assert resumed.recalibrate(json.loads(json.dumps(kept)))
+    # Stage 1 ran to 260 s against 195 s planned: 1.83x, counted as 1.5x at most.
+    assert resumed(view(2, 260.0)).inputs["straggler"] == pytest.approx(0.5)
+    assert rp(view(2, 260.0)).inputs["straggler"] == pytest.approx(0.5)
+    assert afresh(view(2, 260.0)).inputs["straggler"] == pytest.approx(0.0)
+    # Taken in another bracket: how late stages ran is kept, not the stages' plans.
+    other = make()
+    other.begin_bracket(9)
+    assert not other.recalibrate(kept)
+    assert other.calibration() == {"bracket": 1, "late": pytest.approx(1.3), "stages": {}}
+    for bad in ({}, {"bracket": 0, "late": 0.5, "stages": {}},
+                {"bracket": 0, "late": 1.0, "stages": {"0": [1.0]}}):
+        with pytest.raises(ValueError, match="calibration"):
+            make().recalibrate(bad)
+
+
 class SlowTail(Synth):
     """Synth with 9 configs, three of which train ten times slower (100 s a step)."""
 
@@ -576,6 +612,7 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
         seen.append(view)
         return rp(view)
 
+    spy.calibration, spy.recalibrate = rp.calibration, rp.recalibrate   # (rp's, as rp)
     spec = RunSpec(experiment_id="sim", trainable="simulated", metric="acc", mode="max",
                    workers=1, gpus_per_trial=1, time_budget_s=None, cost_budget_usd=None,
                    checkpoint_root="/nonexistent", instance_type="sim-gpu",
@@ -587,7 +624,7 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
                              config_ids=curves.config_ids()),
         provider=provider, ledger=Ledger(None, 60.0), store=store, clock=clock,
         settings=replace(SIM_SETTINGS, stop_file=stop_file), replanner=spy)
-    return controller, seen
+    return controller, seen, rp
 
 
 def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_path):
@@ -595,22 +632,26 @@ def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_p
     # after a crash): the segments the first run finished come back into its step-time fit,
     # its trials' paces and the stage's count of segments done, as the first run had them,
     # so its first re-plan sees 10 s a step and a first step 100 s dearer (DearFirstStep),
-    # not the profile's prior alone.
+    # not the profile's prior alone; and its re-planner, how late the stages ran.
     from tuner._store import Store
 
     stop_file = tmp_path / "STOP"
     store = Store(tmp_path / "sweep")
     store.create_experiment("sim", "sim", {"simulated": "synth"}, "acc", "max", None, None)
-    first, _ = _sim_controller(store, _DearFirstStepThenStop(stop_file), stop_file)
+    first, _, first_rp = _sim_controller(store, _DearFirstStepThenStop(stop_file), stop_file)
     outcome = first.run()
     assert outcome.reason == "requested"
     done = [s for s in store.segments() if s["state"] == "done"]
     assert any(s["start_step"] > 0 for s in done), "stopped before the second stage"
     stop_file.unlink()
 
-    second, seen = _sim_controller(store, DearFirstStep(n=27), stop_file,
-                                   elapsed_before_s=outcome.finished_at - outcome.started_at)
+    second, seen, second_rp = _sim_controller(
+        store, DearFirstStep(n=27), stop_file,
+        elapsed_before_s=outcome.finished_at - outcome.started_at)
     second.restore()
+    # What the first re-planner learnt of its stages' timing comes back too.
+    assert "1" in first_rp.calibration()["stages"]
+    assert second_rp.calibration() == first_rp.calibration()
     assert len(second._step_times) == len(done)
     assert sorted(second._step_times) == sorted(first._step_times)
     assert sorted(second._segment_times) == sorted(first._segment_times)
@@ -627,3 +668,22 @@ def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_p
     assert seen[0].observations >= len(done) and not seen[0].fresh_only
     assert seen[0].observed_s_per_step == pytest.approx(10.0, rel=0.01)
     assert seen[0].observed_first_s == pytest.approx(100.0, rel=0.01)
+
+
+def test_an_unreadable_calibration_is_left_out_of_a_resume_with_a_warning(tmp_path, caplog):
+    from tuner._plan_following import CALIBRATION_KEY
+    from tuner._store import Store
+
+    stop_file = tmp_path / "STOP"
+    store = Store(tmp_path / "sweep")
+    store.create_experiment("sim", "sim", {"simulated": "synth"}, "acc", "max", None, None)
+    first, _, _ = _sim_controller(store, _DearFirstStepThenStop(stop_file), stop_file)
+    assert first.run().reason == "requested"
+    stop_file.unlink()
+    store.set_meta(CALIBRATION_KEY, '{"bracket": 0, "late": 0.2, "stages": {}}')
+    second, _, rp = _sim_controller(store, DearFirstStep(n=27), stop_file)
+    with caplog.at_level("WARNING", logger="tuner._controller"):
+        assert second.restore() == len(first.trials)
+    assert "calibration is unreadable" in caplog.text
+    assert rp.calibration() == {"bracket": 0, "late": 1.0, "stages": {}}
+    assert second.run().reason == "done"

@@ -34,7 +34,7 @@ from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, rec
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._deadline_policy import DeadlinePolicyMixin, recent_median
 from tuner._executor import Executor
-from tuner._plan_following import PlanningMixin
+from tuner._plan_following import CALIBRATION_KEY, PlanningMixin
 from tuner._sampling import Sampler
 from tuner._store import Store
 from tuner.schedulers import Job, Scheduler, TrialStatus
@@ -198,6 +198,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._stage = 0                    # highest rung index a segment was started for
         self._replanned = (0, 0)           # (stage, step times seen) at the last re-plan
         self._closing = -1                 # the last stage re-planned once all its jobs ran
+        self._calibration_kept: str | None = None   # the re-planner's, as last stored
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._last_scale = -math.inf
         self._launch_backlog = 0
@@ -399,6 +400,17 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             if callable(begin):
                 for i in brackets:
                     begin(int(journal[i]["step"]))
+        kept = self.store.meta(CALIBRATION_KEY)
+        recalibrate = getattr(self.replanner, "recalibrate", None)
+        if kept is not None and callable(recalibrate):
+            # How late the earlier runs' stages ran against their plans, and the first plan
+            # of each stage of the bracket under way.
+            try:
+                recalibrate(json.loads(kept))
+                self._calibration_kept = kept
+            except ValueError as exc:   # (json's errors are ValueErrors too)
+                log.warning("the stored re-planner calibration is unreadable, so the "
+                            "re-planner starts without it: %s", exc)
         current = journal[brackets[-1] + 1:] if brackets else journal
         self._admission_closed = any(e["kind"] == "close" for e in current)
         limits = [int(e["step"]) for e in current if e["kind"] == "limit"]

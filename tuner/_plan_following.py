@@ -11,6 +11,7 @@ it in).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -42,6 +43,8 @@ OVERDUE_AGAIN = 0.5
 # accuracy (0.5 before): 1: 0.771, 2: 0.779, 4: 0.773; for a cost-minimising sweep, 1 already
 # cost deadlines (0.956 met, see above).
 OVERDUE_AGAIN_BUDGET = 2.0
+# The store's meta key of the re-planner's calibration (``Replanner.calibration``).
+CALIBRATION_KEY = "replanner_calibration"
 
 
 class PlanningMixin:
@@ -77,6 +80,7 @@ class PlanningMixin:
     _work_fit: tuple[int, tuple[float, float] | None]
     _cut: set[str]
     _bracket_first: int
+    _calibration_kept: str | None
     more_brackets: bool
     executor: Any
 
@@ -253,6 +257,7 @@ class PlanningMixin:
             fresh_only=bool(self._segment_times) and not self._resumed_segments,
             resumed=self._resumed_segments, stage_sizes=self._stage_sizes(),
             **self._member_paces(mean)))
+        self._keep_calibration()
         if new is None:
             return
         self._limit_promotions(new)
@@ -293,6 +298,7 @@ class PlanningMixin:
             return False
         log.info("%d more trials with the time and budget left", plan.num_trials)
         self.store.journal_add("bracket", "*", plan.num_trials)   # (before: write-ahead)
+        self._keep_calibration()
         start(plan.num_trials)
         self._bracket_first = len(self.trials)
         self._stage, self._done_at_rung, self._closing = 0, {}, -1
@@ -305,6 +311,17 @@ class PlanningMixin:
             self.scaling = FollowPlan(plan)
         self.store.add_plan(now, plan.to_json())
         return True
+
+    def _keep_calibration(self) -> None:
+        """Store what the re-planner has learnt of the stages' timing (when it changed), so a
+        resumed sweep's re-planner takes it up (see ``Controller.restore``)."""
+        calibration = getattr(self.replanner, "calibration", None)
+        if not callable(calibration):
+            return
+        text = json.dumps(calibration(), sort_keys=True)
+        if text != self._calibration_kept:
+            self.store.set_meta(CALIBRATION_KEY, text)
+            self._calibration_kept = text
 
     def _closing_stage(self) -> bool:
         """Whether the current stage is to be re-planned now as it closes (see
