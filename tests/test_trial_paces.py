@@ -21,7 +21,7 @@ from budgets import (
 )
 from tests.test_replanning import GPU, SIM_GPU  # $3.6/h: an instance-second is $0.001
 from tests.test_simulate import SHA, Synth
-from tuner._simulate import simulate
+from tuner._simulate import SIM_SETTINGS, simulate
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.
@@ -599,7 +599,6 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
     from tuner._controller import Controller, RunSpec
     from tuner._sampling import PermutationSampler, Sampler
     from tuner._sim_executor import SimExecutor
-    from tuner._simulate import SIM_SETTINGS
     from tuner.schedulers import make_scheduler
 
     clock = SimClock()
@@ -665,6 +664,10 @@ def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_p
 
     assert second.run().reason == "done"
     assert seen, "the resumed sweep never re-planned"
+    # At its first tick, from the stage under way (not when a worker has booted for it).
+    assert seen[0].stage == 1
+    assert seen[0].elapsed_s == pytest.approx(outcome.finished_at - outcome.started_at,
+                                              abs=SIM_SETTINGS.tick_s)
     assert seen[0].observations >= len(done) and not seen[0].fresh_only
     assert seen[0].observed_s_per_step == pytest.approx(10.0, rel=0.01)
     assert seen[0].observed_first_s == pytest.approx(100.0, rel=0.01)

@@ -427,6 +427,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             del self.trials[tid]
             self.store.forget_trial(tid)
         self._replay_segments()
+        if self.replanner is not None and self.trials:
+            # Re-planned at the first tick, from the stage under way with the time and budget
+            # left (the plan it starts with is the sweep's plan from its start).
+            self._stage = int(getattr(self.scheduler, "stage", 0))
+            self._replanned = (-1, -1)
         for trial in self.trials.values():
             if self.scheduler.status(trial.trial_id) is TrialStatus.RUNNING:
                 # In flight, or stopped at the end of the last run: offered again.
