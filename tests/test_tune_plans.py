@@ -176,7 +176,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     monkeypatch.setattr(tune_module, "replanner_for", recording)
     exp = tmp_path / "e"
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2, "scaling": "plan"})
-    first = tune(sweep, time_budget="40s", cost_budget=0.05, experiment_dir=exp)
+    first = tune(sweep, time_budget="20s", cost_budget=0.05, experiment_dir=exp)
     store = Store(exp, readonly=True)
     assert store.meta(SHAPE_CHOSEN) == "1"
     # The stored config holds the first bracket's chosen count; with time and budget left,
@@ -192,11 +192,11 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     assert made[-1].cost_budget_usd == 0.05
     # The resumed re-planner may still shrink the bracket under way to keep within the (new)
     # cost budget, and start more with what it adds.
-    # (The first run used its whole 40 s and its stop grace: the budget must leave more.)
-    resume(exp, time_budget="80s", cost_budget=0.08)
+    # (The first run used its whole 20 s and its stop grace: the budget must leave more.)
+    resume(exp, time_budget="40s", cost_budget=0.08)
     assert made[-1].cost_budget_usd == 0.08
     # A count the user sets on resume is theirs: it is planned as given.
-    resume(exp, time_budget="120s", cost_budget=0.1, num_trials=chosen)
+    resume(exp, time_budget="60s", cost_budget=0.1, num_trials=chosen)
     assert made[-1].cost_budget_usd is None
     assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"
 
