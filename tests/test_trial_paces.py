@@ -407,8 +407,9 @@ def test_a_stage_that_ran_late_stretches_the_plans_of_the_stages_after_it():
 
 def test_a_new_replanner_takes_up_what_an_earlier_one_learnt_of_the_stages():
     # As above: stage 0 ends at 117 s against a plan of 90 s (1.3x). A new re-planner given
-    # the first one's calibration (as a resumed sweep's is) plans stage 2 with the same 1.3x;
-    # without it, stage 1's plan is unknown to it and stage 2 is planned on time.
+    # the first one's calibration (as a resumed sweep's is) judges stage 1 against the first
+    # one's plan for it, as the first one does; without it, stage 1's plan is unknown to it
+    # and stage 2 is planned with no allowance for late stages.
     def make() -> Replanner:
         return Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(0)), GPU,
                          None, billing_minimum_s=0)
