@@ -35,19 +35,19 @@ def test_the_search_finds_the_cheapest_cluster_of_a_known_cost_surface():
     assert hindsight.search(lambda cand: (False, 1.0), [9, 3]) is None
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)   # (about 60 s on 2 cores; slower machines get room)
 def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
     bench = subprocess.run(
         [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
          "--seeds", "1", "--max-tasks", "1", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bench.returncode == 0, bench.stderr[-4000:]
     planner_json = tmp_path / "planner.json"
     planner_json.write_text(bench.stdout)
     proc = subprocess.run(
         [sys.executable, "benchmarks/hindsight.py", str(planner_json), "--deadlines", "1.25",
          "--jobs", "1", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-4000:]
     other = subprocess.run(
         [sys.executable, "benchmarks/hindsight.py", str(planner_json), "--seeds", "7"],
