@@ -199,22 +199,33 @@ provider: {{type: local, workers: 2}}
     kills = 0
     finished: dict[tuple[str, int], float] = {}
     first = True
+    in_window = 0
     while kills < 20:
         cmd = (["run", str(sweep), "--dir", str(exp)] if first else ["resume", str(exp)])
-        proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", *cmd, "--json"],
+        # Every fifth run kills itself at a segment's end, inside its transaction or just
+        # after it commits (a window too narrow for a kill from outside to find).
+        window = not first and kills % 5 == 2
+        runner = (["tests._dies_at_segment_end", str(rng.randint(1, 3)),
+                   rng.choice(["inside", "after"]), "--"] if window else ["tuner.cli"])
+        proc = subprocess.Popen([sys.executable, "-m", *runner, *cmd, "--json"],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         try:
             # Mostly early (start-up, first segments); every fourth run lives long enough for
             # segments to finish even where starting the controller and workers is slow.
-            proc.wait(timeout=rng.uniform(0.5, 2.5) if kills % 4 else rng.uniform(3.0, 6.0))
+            proc.wait(timeout=60.0 if window else
+                      rng.uniform(0.5, 2.5) if kills % 4 else rng.uniform(3.0, 6.0))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
         else:
-            assert proc.returncode == 0, f"{cmd[0]} exited with {proc.returncode}"
-            break   # it finished before the next kill
+            if window and proc.returncode == -signal.SIGKILL:
+                kills += 1
+                in_window += 1
+            else:
+                assert proc.returncode == 0, f"{cmd[0]} exited with {proc.returncode}"
+                break   # it finished before the next kill
         finally:
             proc.stdout.close()
         if not (exp / "experiment.db").exists():
@@ -235,6 +246,7 @@ provider: {{type: local, workers: 2}}
     assert doc["state"] == "finished" and doc["trials"]["total"] == 27
     assert doc["trials"]["completed"] >= 1
     assert kills >= 10, f"only {kills} kills: the sweep was too quick to test"
+    assert in_window >= 2, f"only {in_window} kills at a segment's end"
     store = assert_nothing_lost(exp, log)
     assert finished, "no segment had finished before the last kill"
     after = {(r["trial_id"], r["step"]): r["value"] for r in store.query(

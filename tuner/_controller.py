@@ -635,10 +635,14 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     self.store.update_segment(event.segment_id, state="running",
                                               started_at=event.ts)
             elif isinstance(event, SegmentFinished):
-                if rows:
-                    self.store.add_reports(rows)
-                    rows = []
-                self._finished(event)
+                # A segment's end is one commit: its last reports, its state, its usage, its
+                # journal entry and its trial's state, all or none (a controller killed here
+                # leaves the segment in flight, so a resume re-runs it once).
+                with self.store.atomic():
+                    if rows:
+                        self.store.add_reports(rows)
+                        rows = []
+                    self._finished(event)
         if rows:
             self.store.add_reports(rows)
 
@@ -735,7 +739,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     self.store.update_trial(trial.trial_id, now, error=event.error)
             else:  # lost: infrastructure, not the trainable; offered again
                 self._job_lost(trial.trial_id)
-        self._sync_state(trial, now)
+            self._sync_state(trial, now)
 
     def _observe_segment(self, trial_id: str, start_step: int, stop_step: int, last_step: int,
                          gpus: int, started: float, finished: float,
