@@ -39,6 +39,7 @@ from tuner._planning import (
     spot_policy_for,
     static_plan_for,
 )
+from tuner._profiles import PROFILE_SOURCE, TRAINABLE_KEY, trainable_key, with_profile
 from tuner._providers import check_cloud_broker, open_workers
 from tuner._result import TuneResult
 from tuner._sampling import Sampler
@@ -103,14 +104,8 @@ def tune(
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
-    plan = plan_for(sweep)
-    chosen = (sweep.num_trials is None and sweep.sampler != "grid"
-              and (plan.feasible or late_only(sweep, plan))
-              and sweep.scheduler.type != "hyperband")
-    if chosen:
-        # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
-        # runs its canonical brackets, which the planner does not model.)
-        sweep = chosen_shape(sweep, plan)
+    sweep, source = with_profile(sweep, _root_of(experiment_dir))
+    sweep, plan, chosen = _shaped(sweep)
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
     _make_dir(exp_dir)
     with ControllerLock(exp_dir):
@@ -120,8 +115,50 @@ def tune(
                                     sweep.metric, sweep.mode, sweep.time_budget_s,
                                     sweep.cost_budget_usd)
             store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
+            store.set_meta(PROFILE_SOURCE, source)
+            key = trainable_key(sweep)
+            if key is not None:
+                store.set_meta(TRAINABLE_KEY, key)
         return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
                         observer, insecure_broker=insecure_broker, chosen=chosen)
+
+
+def preview(sweep: SweepConfig, root: str | Path | None = None) -> tuple[Plan, str]:
+    """What ``run`` would plan for ``sweep``, spending nothing: the plan it follows, or for a
+    fixed cluster the model's prediction for its ``provider.workers`` workers (what ``run``
+    stores as its plan); and where the plan's step times come from (see
+    :func:`tuner._profiles.with_profile`; ``root``: the experiments root, default
+    ``./experiments``)."""
+    sweep, source = with_profile(sweep, _root_of(None) if root is None else Path(root))
+    sweep, plan, _ = _shaped(sweep)
+    if sweep.provider.follows_plan:
+        return plan, source
+    return _fixed_plan(sweep, plan), source
+
+
+def _shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:
+    """The sweep's plan and, when the planner chooses the number of trials, the sweep with
+    the shape it chose (and True)."""
+    plan = plan_for(sweep)
+    chosen = (sweep.num_trials is None and sweep.sampler != "grid"
+              and (plan.feasible or late_only(sweep, plan))
+              and sweep.scheduler.type != "hyperband")
+    if chosen:
+        # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
+        # runs its canonical brackets, which the planner does not model.)
+        sweep = chosen_shape(sweep, plan)
+    return sweep, plan, chosen
+
+
+def _fixed_plan(sweep: SweepConfig, plan: Plan) -> Plan:
+    """What the planner predicts for a sweep on a fixed cluster of ``provider.workers``."""
+    fixed = sweep.model_copy(update={"num_trials": _scheduler_for(sweep).total_trials})
+    return static_plan_for(fixed, sweep.provider.workers, instance=plan_instance(sweep, plan))
+
+
+def _root_of(experiment_dir: str | Path | None) -> Path:
+    """The experiments root an experiment directory is in (where earlier runs are found)."""
+    return Path(DEFAULT_ROOT) if experiment_dir is None else Path(experiment_dir).parent
 
 
 def resume(
@@ -262,9 +299,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         scheduler = _scheduler_for(sweep)
         if scaling is None:
             # A fixed cluster: store what the planner predicts for it, for planned vs actual.
-            fixed = sweep.model_copy(update={"num_trials": scheduler.total_trials})
-            store.add_plan(clock.now(), static_plan_for(
-                fixed, sweep.provider.workers, instance=plan_instance(sweep, plan)).to_json())
+            store.add_plan(clock.now(), _fixed_plan(sweep, plan).to_json())
         prior_usd, elapsed_s = prior or (0.0, 0.0)
         spec = RunSpec(
             experiment_id=experiment_id, trainable=workers.trainable, metric=sweep.metric,

@@ -97,15 +97,17 @@ def plan_command(
 ) -> None:
     """Predict a sweep's plan, cost and time; spends nothing and starts nothing."""
     from tuner._config import load_sweep
-    from tuner._planning import plan_for
+    from tuner._profiles import describe
+    from tuner._tune import preview
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget)
     spec = load_sweep(str(sweep), **overrides)
-    result = plan_for(spec)
+    result, source = preview(spec)
     if json_out:
-        _emit_json(result.to_json())
+        _emit_json({**result.to_json(), "profile_source": source})
     else:
         _print_plan(result)
+        print(describe(source))
         if not result.feasible and spec.provider.follows_plan:
             from tuner._planning import late_only
 
