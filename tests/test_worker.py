@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from records import Segment, parse_event
-from worker import REGISTRY_KEY, TASK_NAME, BrokerAddress, load_checkpoint, make_app
+from worker import KEY_TTL_S, REGISTRY_KEY, TASK_NAME, BrokerAddress, load_checkpoint, make_app
+from worker._slots import slots_key
 
 ROOT = Path(__file__).resolve().parents[1]
 ELASTUNE = str(Path(sys.executable).parent / "elastune")
@@ -200,9 +201,13 @@ def test_a_worker_started_by_hand_outlives_its_shell_and_stops_on_sigterm(redis_
         app.send_task(TASK_NAME, args=[seg.model_dump()], queue="by-hand")
         fin = [e for e in _collect(redis_server, {"h1"}) if e.kind == "finished"][0]
         assert fin.status == "done" and fin.last_step == 2
+        # The events a worker writes outlive a controller that is gone for good only so long.
+        assert 0 < client.ttl("ev") <= KEY_TTL_S
         os.kill(pid, signal.SIGTERM)
         assert _wait_gone(pid), "the worker did not stop on SIGTERM"
+        # A worker that stops leaves neither its registry entry nor its slots behind.
         assert not client.hexists(REGISTRY_KEY, "by-hand")
+        assert not client.exists(slots_key("by-hand"))
     finally:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)

@@ -24,7 +24,7 @@ from worker._interruption import watch_interruption
 from worker._lifetime import die_with_parent
 from worker._metadata import instance_name
 from worker._secrets import read_secret
-from worker._slots import SlotPool
+from worker._slots import SlotPool, slots_key
 from worker._task import set_client
 from worker._watchdog import watch_controller
 
@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # Not the patient client: a worker shutting down because its controller (and the
             # broker with it) died must not wait out a broker that will not come back.
-            address.client().hdel(REGISTRY_KEY, name)
+            gone = address.client()
+            gone.hdel(REGISTRY_KEY, name)
+            gone.delete(slots_key(name))
         except Exception:  # the broker may be gone first; registration is advisory
             pass
 
