@@ -1,16 +1,41 @@
-"""Real workers on a real embedded Redis: segments, slots, stop requests, JSON only."""
+"""Real workers on a real embedded Redis: segments, slots, stop requests, JSON only, and workers
+started by hand (they outlive their shell and import from their working directory)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from records import Segment, parse_event
-from worker import TASK_NAME, BrokerAddress, load_checkpoint, make_app
+from worker import KEY_TTL_S, REGISTRY_KEY, TASK_NAME, BrokerAddress, load_checkpoint, make_app
+from worker._slots import slots_key
+
+ROOT = Path(__file__).resolve().parents[1]
+ELASTUNE = str(Path(sys.executable).parent / "elastune")
+# A user's shell: starts `elastune worker` in the background, and exits once it is up.
+SHELL = """
+import json, subprocess, sys, time
+from worker import REGISTRY_KEY, BrokerAddress
+cmd, log, url, name = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(log, "wb"),
+                        stderr=subprocess.STDOUT)
+client = BrokerAddress.parse(url).client()
+deadline = time.monotonic() + 90
+while not client.hexists(REGISTRY_KEY, name):
+    if proc.poll() is not None or time.monotonic() > deadline:
+        sys.exit(1)
+    time.sleep(0.05)
+print(proc.pid)
+"""
 
 
 def _segment(tmp_path, sid, trainable, params, start=0, stop=3, gpus=1):
@@ -133,3 +158,83 @@ def test_pickled_messages_are_refused_not_executed(redis_server, workers, tmp_pa
     log = (tmp_path / "w1.log").read_text()
     assert "ContentDisallowed" in log or "disallowed" in log.lower(), log[-2000:]
     assert json.loads(seg.model_dump_json())["trainable"] == "tests.trainables:quadratic"
+
+
+def _start_by_hand(address, tmp_path, name, cwd, env, *extra):
+    """``elastune worker`` started from a shell that exits once the worker is up: the pid."""
+    log = tmp_path / f"{name}.log"
+    cmd = [ELASTUNE, "worker", "--name", name, *extra]
+    shell = subprocess.run([sys.executable, "-c", SHELL, json.dumps(cmd), str(log), address.url,
+                            name], cwd=cwd, env={**env, "ELASTUNE_BROKER_URL": address.url},
+                           capture_output=True, text=True, timeout=120)
+    assert shell.returncode == 0, shell.stderr + (log.read_text() if log.exists() else "")
+    return int(shell.stdout), log
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pid, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
+@pytest.mark.slow
+def test_a_worker_started_by_hand_outlives_its_shell_and_stops_on_sigterm(redis_server,
+                                                                           tmp_path):
+    pid, log = _start_by_hand(redis_server, tmp_path, "by-hand", ROOT,
+                              dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        # Its shell is gone; a worker that followed its parent would be shutting down now.
+        time.sleep(2.0)
+        client = redis_server.client()
+        assert _alive(pid) and client.hexists(REGISTRY_KEY, "by-hand"), log.read_text()[-2000:]
+        app = make_app(redis_server)
+        seg = _segment(tmp_path, "h1", "tests.trainables:quadratic", {"x": 0.5}, stop=2)
+        app.send_task(TASK_NAME, args=[seg.model_dump()], queue="by-hand")
+        fin = [e for e in _collect(redis_server, {"h1"}) if e.kind == "finished"][0]
+        assert fin.status == "done" and fin.last_step == 2
+        # The events a worker writes outlive a controller that is gone for good only so long.
+        assert 0 < client.ttl("ev") <= KEY_TTL_S
+        os.kill(pid, signal.SIGTERM)
+        assert _wait_gone(pid), "the worker did not stop on SIGTERM"
+        # A worker that stops leaves neither its registry entry nor its slots behind.
+        assert not client.hexists(REGISTRY_KEY, "by-hand")
+        assert not client.exists(slots_key("by-hand"))
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_worker_started_by_hand_imports_modules_from_its_working_directory(redis_server,
+                                                                              tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "handmod.py").write_text(textwrap.dedent("""
+        def train(params, ctx):
+            for step in ctx.steps():
+                ctx.report(step, score=params["x"] * step)
+    """))
+    # Nothing but the working directory says where handmod is.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    pid, log = _start_by_hand(redis_server, tmp_path, "beside", project, env,
+                              "--preload", "handmod")
+    try:
+        app = make_app(redis_server)
+        seg = _segment(tmp_path, "m1", "handmod:train", {"x": 2.0}, stop=2)
+        app.send_task(TASK_NAME, args=[seg.model_dump()], queue="beside")
+        events = _collect(redis_server, {"m1"})
+        assert [e.metrics["score"] for e in events if e.kind == "report"] == [2.0, 4.0]
+        assert events[-1].status == "done", log.read_text()[-2000:]
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from records import Event, Instance, Segment, parse_event
-from worker import NOTICE_KEY, REGISTRY_KEY, RIDE_OUT_S, TASK_NAME, BrokerAddress, make_app
+from worker import (
+    KEY_TTL_S,
+    NOTICE_KEY,
+    REGISTRY_KEY,
+    RIDE_OUT_S,
+    TASK_NAME,
+    BrokerAddress,
+    forget_workers,
+    make_app,
+)
 
 
 class Executor(Protocol):
@@ -62,11 +71,13 @@ class CeleryExecutor:
         self.heartbeat_key = heartbeat_key(experiment_id)
         self._last_id = "0-0"
         self._trim_to: str | None = None
+        self._queues: dict[str, str] = {}   # every worker of this sweep seen: name -> queue
 
     def submit(self, segment: Segment, instance: Instance) -> None:
         segment = segment.model_copy(update={"events_key": self.events_key,
                                              "stop_key": self.stop_key,
                                              "heartbeat_key": self.heartbeat_key})
+        self._queues[instance.instance_id] = instance.queue
         self._app.send_task(TASK_NAME, args=[segment.model_dump()], queue=instance.queue)
 
     def poll(self, timeout_s: float) -> list[Event]:
@@ -88,9 +99,13 @@ class CeleryExecutor:
 
     def request_stop(self, segment_ids: list[str]) -> None:
         if segment_ids:
-            self._redis.sadd(self.stop_key, *segment_ids)
+            pipe = self._redis.pipeline()
+            pipe.sadd(self.stop_key, *segment_ids)
+            pipe.expire(self.stop_key, KEY_TTL_S)   # outlives a dead controller only so long
+            pipe.execute()
 
     def ready(self, instance: Instance) -> bool:
+        self._queues[instance.instance_id] = instance.queue
         raw = self._redis.hget(REGISTRY_KEY, instance.instance_id)
         return raw is not None and json.loads(raw).get("queue") == instance.queue
 
@@ -103,6 +118,8 @@ class CeleryExecutor:
                 for k, v in self._redis.hgetall(self.heartbeat_key).items()}
 
     def close(self) -> None:
-        self._redis.delete(self.stop_key, self.heartbeat_key)
+        """The sweep is over and its workers are terminated: remove its keys and theirs."""
+        self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key)
+        forget_workers(self._redis, self._queues)
         self._redis.close()
         self._app.close()

@@ -297,7 +297,8 @@ def cloud_cleanup(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              add_help_option=False)
 def worker(ctx: typer.Context) -> None:
-    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--insecure]."""
+    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--insecure]
+    [--preload MODULE]; modules are imported from its working directory too."""
     from worker import worker_main
 
     raise typer.Exit(worker_main(list(ctx.args)))

@@ -3,15 +3,17 @@
 from worker._app import make_app
 from worker._broker import RIDE_OUT_S, BrokerAddress, BrokerURLError
 from worker._checkpoints import load_checkpoint, save_checkpoint
+from worker._cleanup import forget_workers
 from worker._context import TrialContext
 from worker._embedded import EmbeddedRedis
 from worker._interruption import NOTICE_KEY
 from worker._main import REGISTRY_KEY
 from worker._main import main as worker_main
-from worker._task import TASK_NAME
+from worker._task import KEY_TTL_S, TASK_NAME
 from worker._trainable import load_trainable, write_bundle
 
 __all__ = [
+    "KEY_TTL_S",
     "NOTICE_KEY",
     "RIDE_OUT_S",
     "REGISTRY_KEY",
@@ -20,6 +22,7 @@ __all__ = [
     "BrokerURLError",
     "EmbeddedRedis",
     "TrialContext",
+    "forget_workers",
     "load_checkpoint",
     "load_trainable",
     "make_app",

@@ -31,6 +31,9 @@ def make_app(address: BrokerAddress) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         task_create_missing_queues=True,
+        # Nothing here uses Celery's remote control (the controller talks to workers through
+        # its own keys); off, a worker leaves no pidbox binding behind in a user's Redis.
+        worker_enable_remote_control=False,
         broker_transport_options={"visibility_timeout": 3600},
     )
     if address.tls:

@@ -24,7 +24,7 @@ from worker._interruption import watch_interruption
 from worker._lifetime import die_with_parent
 from worker._metadata import instance_name
 from worker._secrets import read_secret
-from worker._slots import SlotPool
+from worker._slots import SlotPool, slots_key
 from worker._task import set_client
 from worker._watchdog import watch_controller
 
@@ -39,7 +39,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slots", type=int, default=1, help="GPU slots of this worker")
     p.add_argument("--name", default=None, help="worker name (default: host-pid)")
     p.add_argument("--preload", action="append", default=[],
-                   help="module to import before taking work (the trainable's module)")
+                   help="module to import before taking work (the trainable's module); the "
+                        "working directory is on the import path, as for `elastune run`")
     p.add_argument("--password-secret", default=None, metavar="URI",
                    help="read the broker password from a secret store: env:VAR, file:PATH, "
                         "ssm:/NAME?region=R or gcpsm:projects/P/secrets/S/versions/V")
@@ -88,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     queue = args.queue or name
     os.environ["ELASTUNE_WORKER_NAME"] = name
+    # `python -m worker` has the working directory on sys.path, the `elastune` script does not:
+    # put it there, so a trainable beside the user finds its module as it does for `run`.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for module in args.preload:
         importlib.import_module(module)
     app = make_app(address)
@@ -99,9 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         watch_interruption(args.name_from_metadata, address.client(ride_out_s=RIDE_OUT_S), name,
                            poll_s=float(os.environ.get("ELASTUNE_NOTICE_POLL_S", "5")))
 
+    main_pid = os.getpid()
+
     @signals.worker_process_init.connect(weak=False)
     def _child_init(**_: object) -> None:
-        die_with_parent()
+        if os.getpid() != main_pid:
+            # A prefork pool process goes with its worker. The solo pool sends this signal in
+            # the worker's own process, which follows its parent only when --parent-pid asks.
+            die_with_parent()
         set_client(address.client(ride_out_s=RIDE_OUT_S))
 
     @signals.worker_ready.connect(weak=False)
@@ -119,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # Not the patient client: a worker shutting down because its controller (and the
             # broker with it) died must not wait out a broker that will not come back.
-            address.client().hdel(REGISTRY_KEY, name)
+            gone = address.client()
+            gone.hdel(REGISTRY_KEY, name)
+            gone.delete(slots_key(name))
         except Exception:  # the broker may be gone first; registration is advisory
             pass
 

@@ -27,6 +27,10 @@ from worker._trainable import load_trainable
 
 TASK_NAME = "elastune.run_segment"
 HEARTBEAT_S = float(os.environ.get("ELASTUNE_HEARTBEAT_S", "2.0"))
+# A sweep's keys that workers write (events, heartbeats) expire this long after the last write:
+# its controller deletes them at its end, and a worker writing after that (a VM still shutting
+# down) or a controller that died for good leaves them only for this long.
+KEY_TTL_S = 86_400
 
 _client: redis.Redis | None = None
 
@@ -37,7 +41,10 @@ def set_client(client: redis.Redis) -> None:
 
 
 def _emit(client: redis.Redis, key: str, event: SegmentStarted | SegmentFinished) -> None:
-    client.xadd(key, {"e": json.dumps(event.model_dump())})
+    pipe = client.pipeline()
+    pipe.xadd(key, {"e": json.dumps(event.model_dump())})
+    pipe.expire(key, KEY_TTL_S)
+    pipe.execute()
 
 
 def timeout_grace_s(timeout_s: float) -> float:
@@ -62,7 +69,10 @@ class _Beat(threading.Thread):
                                   else min(HEARTBEAT_S, seg.timeout_s / 4)):
             if seg.heartbeat_key:
                 try:
-                    self._client.hincrby(seg.heartbeat_key, seg.segment_id, 1)
+                    pipe = self._client.pipeline()
+                    pipe.hincrby(seg.heartbeat_key, seg.segment_id, 1)
+                    pipe.expire(seg.heartbeat_key, KEY_TTL_S)
+                    pipe.execute()
                 except redis.RedisError:
                     pass   # the broker is away: the lease says how long that may last
             if seg.timeout_s is None:
