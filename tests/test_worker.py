@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ELASTUNE = str(Path(sys.executable).parent / "elastune")
 # A user's shell: starts `elastune worker` in the background, and exits once it is up.
 SHELL = """
-import json, subprocess, sys, time
+import json, signal, subprocess, sys, time
 from worker import REGISTRY_KEY, BrokerAddress
 cmd, log, url, name = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+signal.signal(signal.SIGHUP, signal.SIG_IGN)   # as `nohup` starts it
 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(log, "wb"),
                         stderr=subprocess.STDOUT)
 client = BrokerAddress.parse(url).client()
@@ -196,6 +197,10 @@ def test_a_worker_started_by_hand_outlives_its_shell_and_stops_on_sigterm(redis_
         time.sleep(2.0)
         client = redis_server.client()
         assert _alive(pid) and client.hexists(REGISTRY_KEY, "by-hand"), log.read_text()[-2000:]
+        # Logging out sends the hangup `nohup` ignored: the worker neither stops nor restarts.
+        os.kill(pid, signal.SIGHUP)
+        time.sleep(1.0)
+        assert _alive(pid) and "Restarting" not in log.read_text(), log.read_text()[-2000:]
         app = make_app(redis_server)
         seg = _segment(tmp_path, "h1", "tests.trainables:quadratic", {"x": 0.5}, stop=2)
         app.send_task(TASK_NAME, args=[seg.model_dump()], queue="by-hand")

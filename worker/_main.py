@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                            poll_s=float(os.environ.get("ELASTUNE_NOTICE_POLL_S", "5")))
 
     main_pid = os.getpid()
+    # Started under `nohup` (hangups ignored): Celery installs its restart-on-hangup handler
+    # when not on a terminal, so logging out would restart the worker; keep ignoring it.
+    hangup_ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
 
     @signals.worker_process_init.connect(weak=False)
     def _child_init(**_: object) -> None:
@@ -116,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
     @signals.worker_ready.connect(weak=False)
     def _ready(**_: object) -> None:
+        if hangup_ignored:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
         client.hset(REGISTRY_KEY, name, json.dumps({
             "queue": queue, "slots": args.slots, "pid": os.getpid(),
             "host": socket.gethostname(), "ts": time.time()}))
