@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from budgets import Clock, RealClock
@@ -39,7 +39,10 @@ class LocalProvider:
         prefix: str = "local",
         clock: Clock | None = None,
         insecure_broker: bool = False,
+        taken: Collection[str] = (),
     ) -> None:
+        """``taken``: instance ids an earlier run of the experiment used; a resumed sweep's
+        workers get other ids, so each run's workers keep their own rows in the store."""
         self._broker_url = broker_url
         self._insecure = insecure_broker
         self._slots = slots
@@ -51,6 +54,7 @@ class LocalProvider:
         self._prefix = prefix
         self._clock = clock or RealClock()
         self._counter = itertools.count(1)
+        self._taken = frozenset(taken)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._instances: dict[str, Instance] = {}
 
@@ -78,6 +82,8 @@ class LocalProvider:
         launched = []
         for _ in range(count):
             iid = f"{self._prefix}-{next(self._counter)}"
+            while iid in self._taken:
+                iid = f"{self._prefix}-{next(self._counter)}"
             cmd = [sys.executable, "-m", "worker", "--name", iid, "--queue", iid,
                    "--slots", str(self._slots), "--parent-pid", str(os.getpid())]
             for module in self._preload:

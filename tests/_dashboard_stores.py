@@ -213,3 +213,13 @@ def curves_of(store: Store) -> dict[str, tuple[list[int], list[float]]]:
 def params_of(store: Store) -> dict[str, dict[str, Any]]:
     return {r["trial_id"]: json.loads(r["params"])
             for r in store.query("SELECT trial_id, params FROM trials")}
+
+
+def accrued_at(store: Store, t: float) -> float:
+    """Dollars every instance has accrued by absolute time ``t``, second by second from its
+    launch (no billing minimum)."""
+    total = 0.0
+    for i in store.instances():
+        end = t if i["terminated_at"] is None else min(t, i["terminated_at"])
+        total += i["price_per_hour"] / 3600.0 * max(0.0, end - i["launched_at"])
+    return total

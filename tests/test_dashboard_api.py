@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests._dashboard_stores import (
+    accrued_at,
     curves_of,
     expected_best,
     live_workers,
@@ -114,6 +115,90 @@ def test_spend_series_is_the_ledger_record(client, root, kind):
     assert s["spend_usd"] == status_document(store, root / kind)["spend_usd"]
     assert s["projection"] is None        # finished: nothing to project
     assert max(s["spent_usd"]) <= s["cost_budget_usd"]
+
+
+@pytest.mark.parametrize("kind", SMALL)
+def test_spend_is_drawn_as_accrued_beside_the_billed_minimum(client, root, kind):
+    s = client.get(f"/api/e/{kind}/spend").json()
+    store = _store(root, kind)
+    t0 = t0_of(store)
+    accrued = s["accrued_usd"]
+    assert len(accrued) == len(s["t_s"])
+    for t, usd in zip(s["t_s"], accrued, strict=True):
+        assert usd == pytest.approx(accrued_at(store, t + t0), abs=1e-6)
+    assert all(a <= b + 1e-12 for a, b in zip(accrued, accrued[1:], strict=False))
+    # the billing minimum only adds: billed is never below what has accrued
+    assert all(a <= b + 1e-6 for a, b in zip(accrued, s["spent_usd"], strict=True))
+    # the ledger charges each instance's minimum at its launch; accrual starts from nothing
+    assert accrued[0] < s["spent_usd"][0]
+
+
+@pytest.mark.parametrize("kind", SMALL)
+def test_best_vs_dollars_uses_the_dollars_accrued_when_each_best_was_found(client, root, kind):
+    best = client.get(f"/api/e/{kind}/best").json()
+    store = _store(root, kind)
+    t0 = t0_of(store)
+    for t, usd in zip(best["t_s"], best["accrued_usd"], strict=True):
+        assert usd == pytest.approx(accrued_at(store, t + t0), abs=1e-6)
+    # bests found at different times were found at different spends: no vertical line at
+    # the billing minimum
+    times = best["t_s"][:-1]
+    assert len(set(best["accrued_usd"][:-1])) == len(set(times)) > 1
+
+
+@pytest.mark.parametrize("kind", SMALL)
+def test_every_time_axis_ends_with_the_sweep(client, root, kind):
+    b = client.get(f"/api/e/{kind}/bundle").json()
+    doc = status_document(_store(root, kind), root / kind)
+    for series in (b["best"]["t_s"], b["spend"]["t_s"], b["workers"]["actual"]["t_s"],
+                   b["workers"]["planned"]["t_s"]):
+        # one run: its axis is its wall time (a plan's prediction past it is not drawn)
+        assert 0 <= min(series) and max(series) <= doc["wall_s"] + 0.5
+    end = b["summary"]["end_t"]
+    assert end == pytest.approx(doc["wall_s"], abs=0.5)
+    assert b["workers"]["end_t"] == b["timeline"]["end_t"] == end
+    # the plan in force is drawn to the end, not to where its prediction ran out
+    assert b["workers"]["planned"]["t_s"][-1] == pytest.approx(end, abs=1e-3)
+
+
+@pytest.mark.parametrize("kind", SMALL)
+def test_planned_against_actual_wall_time(client, root, kind):
+    store = _store(root, kind)
+    doc = status_document(store, root / kind)
+    predicted = store.plans()[0]["predicted_wall_s"]
+    assert doc["predicted_wall_s"] == round(predicted, 3)
+    wall = client.get(f"/api/e/{kind}/workers").json()["wall"]
+    assert wall == {"predicted_s": doc["predicted_wall_s"], "actual_s": doc["wall_s"],
+                    "difference_s": round(doc["wall_s"] - doc["predicted_wall_s"], 3)}
+    assert client.get(f"/api/e/{kind}/summary").json()["predicted_wall_s"] == round(predicted, 3)
+
+
+def test_paused_trials_are_counted_apart_from_those_on_a_worker(client, root):
+    from tests._dashboard_stores import copy_experiment
+
+    exp = copy_experiment(root / "digits", root / "digits-paused")
+    try:
+        store = Store(exp)
+        store.update_experiment(state="running", finished_at=None)
+        ids = [r[0] for r in store.query("SELECT trial_id FROM trials ORDER BY number")]
+        for tid in ids[:5]:
+            store.update_trial(tid, 0.0, state="paused")
+        for tid in ids[5:8]:        # between segments, or waiting for a free slot
+            store.update_trial(tid, 0.0, state="running")
+        seg = store.segments(ids[5])[-1]["segment_id"]
+        store.update_segment(seg, state="running", finished_at=None)
+        store.close()
+        doc = status_document(Store(exp, readonly=True), exp)
+        t = doc["trials"]
+        assert t["running"] == 1 and t["paused"] == 7
+        assert sum(v for k, v in t.items() if k != "total") == t["total"]
+        assert client.get("/api/e/digits-paused/summary").json()["trials"] == t
+        index = {e["name"]: e for e in client.get("/api/experiments").json()["experiments"]}
+        assert index["digits-paused"]["trials"] == t
+    finally:
+        import shutil
+
+        shutil.rmtree(exp)
 
 
 @pytest.mark.parametrize("kind", SMALL)
@@ -447,3 +532,87 @@ def test_a_running_sweep_gets_a_spend_projection_billed_like_the_ledger(client, 
         assert p["rate_usd_per_s"] == pytest.approx(price / 3600)
     finally:
         shutil.rmtree(exp)
+
+
+RESUMABLE = """\
+name: dash-resume
+trainable: tests.trainables:quadratic
+metric: score
+mode: max
+space: {x: {uniform: [0.0, 1.0]}, sleep: 0.1}
+scheduler: {type: asha, min_resource: 1, max_resource: 9, reduction_factor: 3}
+num_trials: 6
+seed: 3
+budget: {time: 2m, cost: 1.0}
+provider: {type: local, workers: 2}
+"""
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_keeps_every_runs_workers_and_counts_paused_trials(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root_dir = Path(__file__).resolve().parents[1]
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(RESUMABLE)
+    exp = tmp_path / "exp"
+    env = dict(os.environ, PYTHONPATH=str(root_dir))
+    cli = [sys.executable, "-m", "tuner.cli"]
+    run = subprocess.run([*cli, "run", str(sweep), "--json", "--dir", str(exp)], cwd=root_dir,
+                         env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    store = Store(exp, readonly=True)
+    first_run = {i["instance_id"]: i for i in store.instances()}
+    store.close()
+    assert len(first_run) == 2
+
+    resumed = subprocess.Popen([*cli, "resume", str(exp), "--json", "--num-trials", "15",
+                                "--cost-budget", "2", "--time-budget", "4m"], cwd=root_dir,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        while resumed.poll() is None:
+            store = Store(exp, readonly=True)
+            try:
+                if store.experiment()["state"] == "running":
+                    seen.append(status_document(store, exp)["trials"])
+            finally:
+                store.close()
+            time.sleep(0.1)
+        out, err = resumed.communicate(timeout=180)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+    assert resumed.returncode == 0, err
+    assert json.loads(out)["state"] == "finished"
+    # two workers of one slot: never more than two trials running; ASHA's others wait
+    assert seen and max(t["running"] for t in seen) <= 2
+    assert max(t["paused"] for t in seen) > 2
+    assert all(sum(v for k, v in t.items() if k != "total") == t["total"] for t in seen)
+
+    status = subprocess.run([*cli, "status", str(exp), "--json"], cwd=root_dir, env=env,
+                            capture_output=True, text=True, timeout=60)
+    doc = json.loads(status.stdout)
+    assert doc["trials"]["total"] == 15 and doc["trials"]["running"] == 0
+    assert doc["predicted_wall_s"] is not None
+    human = subprocess.run([*cli, "status", str(exp)], cwd=root_dir, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert "0 running, 0 paused" in human.stdout and "planned" in human.stdout
+
+    # the first run's workers are still there, as they were, beside the second run's
+    store = Store(exp, readonly=True)
+    rows = {i["instance_id"]: i for i in store.instances()}
+    for iid, row in first_run.items():
+        assert rows[iid] == row
+    assert len(rows) > len(first_run)
+    segments_on = {s["instance_id"] for s in store.segments()}
+    assert segments_on <= set(rows)
+    t = TestClient(make_app(exp)).get(f"/api/e/{exp.name}/timeline").json()
+    assert t["total_workers"] == len(rows)
+    assert sorted(t["workers"]["instance_id"]) == sorted(rows)
+    for iid, launched in zip(t["workers"]["instance_id"], t["workers"]["launched_t"],
+                             strict=True):
+        assert launched == round(rows[iid]["launched_at"] - t0_of(store), 3)
+    store.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests._dashboard_stores import (
+    accrued_at,
     copy_experiment,
     curves_of,
     expected_best,
@@ -115,6 +117,27 @@ def _traces(page, chart_id: str) -> list[dict]:
         chart_id)
 
 
+def _axis(page, chart_id: str, axis: str = "xaxis") -> dict:
+    """The axis as plotly laid it out (range after autorange), and the chart's shapes."""
+    return page.evaluate(
+        """([id, axis]) => { const l = document.getElementById(id)._fullLayout;
+            return {type: l[axis].type, range: Array.from(l[axis].range),
+                    shapes: (l.shapes || []).map(s => ({x0: s.x0, xref: s.xref}))}; }""",
+        [chart_id, axis])
+
+
+def _cost_cells(page) -> list[str]:
+    return page.eval_on_selector_all(
+        "#trials-table tbody tr", """rows => rows.map(r => r.children[Array.from(
+            document.querySelectorAll('#trials-table th')).findIndex(
+            th => th.getAttribute('data-sort') === 'cost_usd')].textContent)""")
+
+
+def _assert_money(texts: list[str]) -> None:
+    for text in texts:
+        assert re.fullmatch(r"\$?\d+\.\d+", text), text     # never 1.746768e-4
+
+
 def _by_name(traces: list[dict]) -> dict[str, dict]:
     return {t["name"]: t for t in traces}
 
@@ -148,13 +171,33 @@ def test_every_chart_draws_the_stored_numbers(page, server, root, kind, tmp_path
     assert cost["customdata"] == [i for _, _, i in expected] + [doc["best"]["trial_id"]]
     assert tim["x"][:-1] == [round(t, 3) for t, _, _ in expected]
     assert tim["y"] == cost["y"]
-    assert cost["x"][-1] == doc["spend_usd"]
+    # dollars accrued when each best was found (not the billing minimum charged at launch)
+    assert cost["x"] == pytest.approx([accrued_at(store, t + t0) for t in tim["x"]], abs=1e-6)
+    # the dollar axis starts at $0 or above (log) and reaches the cost budget, drawn in it
+    budget = doc["cost_budget_usd"]
+    usd = _axis(page, "chart-best-cost")
+    lo, hi = usd["range"]
+    if usd["type"] == "log":
+        lo, hi = 10 ** lo, 10 ** hi
+    assert 0 <= lo <= min(cost["x"]) and max(cost["x"]) <= hi and lo <= budget <= hi, usd
+    assert [s["x0"] for s in usd["shapes"]] == [budget]
+    # every time axis fits the sweep: from 0 to its end, not to a prediction past it
+    end = page.evaluate("window.elastune.data.summary.end_t")
+    assert end == pytest.approx(doc["wall_s"], abs=0.5)
+    for chart in ("chart-best-time", "chart-spend", "chart-workers", "chart-timeline"):
+        lo, hi = _axis(page, chart)["range"]
+        assert lo == 0 and end <= hi <= 1.05 * end + 0.1, (chart, lo, hi, end)
+    assert _axis(page, "chart-spend", "yaxis")["range"][0] >= 0
 
-    # spend vs budget: the ledger's records
+    # spend vs budget: accrued second by second, beside the ledger's records
     spend = _by_name(_traces(page, "chart-spend"))
     rows = store.query("SELECT ts, spent_usd, committed_usd FROM spend ORDER BY ts, rowid")
-    assert spend["spent"]["x"] == [round(r[0] - t0, 3) for r in rows]
-    assert spend["spent"]["y"] == pytest.approx([r[1] for r in rows], abs=1e-6)
+    assert spend["accrued"]["x"] == [round(r[0] - t0, 3) for r in rows]
+    assert spend["accrued"]["y"] == pytest.approx([accrued_at(store, r[0]) for r in rows],
+                                                  abs=1e-6)
+    billed = spend["billed (with the billing minimum)"]
+    assert billed["x"] == [round(r[0] - t0, 3) for r in rows]
+    assert billed["y"] == pytest.approx([r[1] for r in rows], abs=1e-6)
     assert spend["committed (ledger forecast)"]["y"] == pytest.approx([r[2] for r in rows],
                                                                         abs=1e-6)
     assert spend["cost budget"]["y"][0] == doc["cost_budget_usd"]
@@ -233,9 +276,43 @@ def test_every_chart_draws_the_stored_numbers(page, server, root, kind, tmp_path
     assert page.inner_text("#summary-best") == f"{doc['best']['value']:.4f}"
     assert page.inner_text("#summary-trials") == str(doc["trials"]["total"])
     assert page.inner_text("#summary-state") == "finished"
+    t = doc["trials"]
+    assert f"{t['running']} running, {t['paused']} paused" in page.inner_text(
+        "#summary-trials-detail")
+    assert "planned" in page.inner_text("#summary-wall-detail")
+    _assert_money([page.inner_text("#summary-spend")])
+    _assert_money(_cost_cells(page))
     shot = tmp_path / f"dashboard-{kind}.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+def test_the_index_dollar_axis_never_goes_below_zero(page, tmp_path_factory):
+    import uvicorn
+
+    from tuner.dashboard import make_app
+
+    # One experiment: plotly's autorange would pad its lone point to both sides of it.
+    root = make_root(tmp_path_factory, ("digits",), "one-experiment-root")
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(make_app(root), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        while not srv.started:
+            assert thread.is_alive()
+            time.sleep(0.02)
+        _open(page, f"http://127.0.0.1:{port}/")
+        axis = _axis(page, "chart-experiments")
+        assert axis["type"] == "linear" and 0 <= axis["range"][0], axis
+        spends = page.evaluate("""Array.from(document.querySelectorAll(
+            '#experiments-table tbody tr')).map(r => r.children[4].textContent)""")
+        assert len(spends) == 1
+        _assert_money(spends)
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 def _first_column(page) -> list[str]:
@@ -353,6 +430,7 @@ def test_the_report_file_draws_the_same_charts(page, server, root, tmp_path):
             assert _traces(page, chart) == _traces(live, chart), chart
     finally:
         live.close()
+    _assert_money([page.inner_text("#summary-spend"), *_cost_cells(page)])
     page.click("#trials-table th[data-sort='trial_id']")
     page.wait_for_function("document.querySelector('#trials-table tbody tr')"
                            ".getAttribute('data-trial') === 't0001'")

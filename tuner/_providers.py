@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -82,12 +82,14 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
 def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
                  trainable: str, code_roots: list[str], preload: list[str],
                  bundle_fn: Callable[..., Any] | None, instance_type: str | None,
-                 clock: RealClock, *, insecure_broker: bool = False) -> Workers:
+                 clock: RealClock, *, insecure_broker: bool = False,
+                 taken: Collection[str] = ()) -> Workers:
     """``insecure_broker``: the user accepted a broker that ``check_broker`` would refuse; the
-    workers are told so (``elastune worker --insecure``), or they would refuse it too."""
+    workers are told so (``elastune worker --insecure``), or they would refuse it too.
+    ``taken``: the instance ids earlier runs used (local workers are named apart from them)."""
     if sweep.provider.type == "local":
         return _local(sweep, address, experiment_id, exp_dir, trainable, code_roots, preload,
-                      bundle_fn, clock, insecure_broker)
+                      bundle_fn, clock, insecure_broker, taken)
     return _cloud(sweep, address, experiment_id, trainable, preload, bundle_fn, instance_type,
                   clock, insecure_broker)
 
@@ -95,7 +97,7 @@ def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str,
 def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
            trainable: str, code_roots: list[str], preload: list[str],
            bundle_fn: Callable[..., Any] | None, clock: RealClock,
-           insecure_broker: bool = False) -> Workers:
+           insecure_broker: bool = False, taken: Collection[str] = ()) -> Workers:
     from worker import write_bundle
 
     if bundle_fn is not None:
@@ -105,7 +107,7 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
         address.url, slots=sweep.provider.slots, price_per_hour=sweep.provider.price_per_hour,
         workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
         preload=preload, prefix=f"{experiment_id}-w", clock=clock,
-        insecure_broker=insecure_broker)
+        insecure_broker=insecure_broker, taken=taken)
     return Workers(provider, str(exp_dir / "checkpoints"), trainable, "local",
                    {"reaction_s": LOCAL_REACTION_S,
                     "heartbeat_timeout_s": sweep.provider.heartbeat_timeout_s})

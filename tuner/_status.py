@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ DEADLINE_GRACE_S = 20.0
 def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
     exp = store.experiment()
     counts = store.trial_counts()
+    # ASHA keeps many trials unfinished at once; only those on a worker now are running.
+    on_workers = store.trials_on_workers()
     best = None
     if exp["best_trial_id"] is not None:
         trial = store.trial(exp["best_trial_id"])
@@ -35,15 +38,27 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "trials": {
             "total": counts["total"], "completed": counts.get("completed", 0),
             "pruned": counts.get("pruned", 0), "failed": counts.get("failed", 0),
-            "running": counts.get("running", 0) + counts.get("paused", 0),
+            "running": on_workers,
+            "paused": counts.get("running", 0) + counts.get("paused", 0) - on_workers,
             "stopped": counts.get("stopped", 0),
         },
         "spend_usd": round(spend, 6),
         "cost_budget_usd": cost_budget,
         "wall_s": round(wall, 3) if wall is not None else None,
         "time_budget_s": time_budget,
+        "predicted_wall_s": predicted_wall_s(store),
         "deadline_met": None if wall is None else (
             time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
         "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
         "message": exp["message"] if exp["state"] == "failed" else None,
     }
+
+
+def predicted_wall_s(store: Store) -> float | None:
+    """The first plan's predicted wall time: what the sweep set out to take, to set against
+    what it took."""
+    plan = store.first_plan()
+    value = None if plan is None else plan.get("predicted_wall_s")
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return round(float(value), 3)

@@ -212,6 +212,20 @@ class Store:
             counts["total"] += n
         return counts
 
+    def trials_on_workers(self) -> int:
+        """Trials with a segment running on a worker now (the others that are not finished
+        wait: for a promotion, or for a free slot)."""
+        row = self._db.execute(
+            "SELECT COUNT(DISTINCT s.trial_id) FROM segments s JOIN trials t"
+            " ON t.trial_id = s.trial_id WHERE s.state = 'running'"
+            " AND t.state IN ('running', 'paused')").fetchone()
+        return int(row[0])
+
+    def first_plan(self) -> dict[str, Any] | None:
+        """The first plan stored (the one the sweep set out to follow), or None."""
+        row = self._db.execute("SELECT plan FROM plans ORDER BY rowid LIMIT 1").fetchone()
+        return None if row is None else json.loads(row[0])
+
     def trial(self, trial_id: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
         if row is None:

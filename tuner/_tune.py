@@ -294,7 +294,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         clock = RealClock()
         workers = open_workers(sweep, address, experiment_id, exp_dir, trainable_spec,
                                code_roots, preload, bundle_fn, plan_instance(sweep, plan).name,
-                               clock, insecure_broker=insecure_broker)
+                               clock, insecure_broker=insecure_broker,
+                               taken={r["instance_id"] for r in store.instances()})
         scaling, replanner = _scaling(sweep, plan, chosen)
         scheduler = _scheduler_for(sweep)
         if scaling is None:

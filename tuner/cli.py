@@ -76,7 +76,13 @@ def _print_summary(doc: dict[str, Any]) -> None:
     console.print(f"[bold]{doc['experiment']}[/] {doc['state']} in {doc['wall_s']:.1f} s "
                   f"({doc['dir']})")
     console.print(f"trials: {t['total']} ({t['completed']} completed, {t['pruned']} pruned, "
-                  f"{t['failed']} failed, {t['stopped']} stopped)")
+                  f"{t['failed']} failed, {t['running']} running, {t['paused']} paused, "
+                  f"{t['stopped']} stopped)")
+    planned = doc.get("predicted_wall_s")
+    if planned is not None and doc["wall_s"] is not None:
+        diff = doc["wall_s"] - planned
+        console.print(f"wall time: {doc['wall_s']:.1f} s against {planned:.1f} s planned "
+                      f"({abs(diff):.1f} s {'longer' if diff > 0 else 'shorter'})")
     if best:
         console.print(f"best {best['value']:.4f} ({best['trial_id']}): {best['params']}")
     else:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import DEFAULT_MINIMUM_S, billed
-from tuner._status import status_document
+from tuner._status import predicted_wall_s, status_document
 from tuner._store import STORE_NAME, Store
 
 MAX_POINTS = 2000          # longest series sent to the browser
@@ -130,6 +130,25 @@ def _interp(t: Sequence[float], xs: Sequence[float], ys: Sequence[float]) -> lis
                                         np.asarray(ys, dtype=float))]
 
 
+def _accrued(store: Store, ts: Sequence[float]) -> list[float]:
+    """Dollars accrued by each absolute time in ``ts``: every instance's price per second from
+    its launch to its termination (or to that time), without the billing minimum the ledger
+    charges in full at launch (which would draw the spend as a step at the first launch)."""
+    if not ts:
+        return []
+    import numpy as np
+
+    rows = store.query("SELECT price_per_hour, launched_at, terminated_at FROM instances")
+    if not rows:
+        return [0.0 for _ in ts]
+    t = np.asarray(ts, dtype=float)[:, None]
+    rate = np.asarray([r[0] for r in rows], dtype=float) / 3600.0
+    start = np.asarray([r[1] for r in rows], dtype=float)
+    end = np.asarray([math.inf if r[2] is None else r[2] for r in rows], dtype=float)
+    held = np.clip(np.minimum(t, end) - start, 0.0, None)
+    return [float(v) for v in held @ rate]
+
+
 def param_names(store: Store, exp: dict[str, Any] | None = None) -> list[str]:
     """The search space's parameter names: the config's ``space``, else the first trial's."""
     exp = exp or store.experiment()
@@ -229,13 +248,15 @@ def summary(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
     """The status document (``elastune status --json``, unchanged) plus what the page shows."""
     exp = store.experiment()
     doc = status_document(store, experiment_dir)
+    t0 = _t0(exp, store)
     counts = store.trial_counts()
     plans = store.query("SELECT COUNT(*) FROM plans")[0][0]
     instances = store.query("SELECT COUNT(*), SUM(terminated_at IS NULL) FROM instances")[0]
     return {
         **doc,
         "name": exp["name"], "metric": exp["metric"], "mode": exp["mode"],
-        "message": exp["message"], "t0": _t0(exp, store), "created_at": exp["created_at"],
+        "message": exp["message"], "t0": t0, "end_t": _round(_t_end(exp, store) - t0, 3),
+        "created_at": exp["created_at"],
         "trials_by_state": counts,
         "best_so_far": _running_best(store, exp) if doc["best"] is None else None,
         "plans": plans, "instances": {"total": instances[0], "live": instances[1] or 0},
@@ -332,10 +353,12 @@ def best_series(store: Store) -> dict[str, Any]:
     if final is not None and exp["finished_at"] is not None:
         spend[-1] = exp["spend_usd"] or 0.0
     cols = _thin({"t_s": out_t, "spend_usd": spend, "value": out_v, "trial_id": out_id})
+    accrued = _accrued(store, [t + t0 for t in cols["t_s"]])
     return {
         "metric": exp["metric"], "mode": exp["mode"],
         "t_s": [_round(t, 3) for t in cols["t_s"]],
         "spend_usd": [_round(s, 6) for s in cols["spend_usd"]],
+        "accrued_usd": [_round(s, 9) for s in accrued],
         "value": [_num(v) for v in cols["value"]], "trial_id": cols["trial_id"],
         "cost_budget_usd": exp["cost_budget_usd"], "time_budget_s": exp["time_budget_s"],
     }
@@ -373,10 +396,12 @@ def spend_series(store: Store) -> dict[str, Any]:
             end_value = min(end_value, exp["cost_budget_usd"])
         projection = {"t_s": [_round(t_now, 3), _round(horizon, 3)],
                       "spend_usd": [_round(spent), _round(end_value)], "rate_usd_per_s": rate}
+    accrued = _accrued(store, [t + t0 for t in cols["t_s"]])
     return {
         "t_s": [_round(t, 3) for t in cols["t_s"]],
         "spent_usd": [_round(v) for v in cols["spent_usd"]],
         "committed_usd": [_round(v) for v in cols["committed_usd"]],
+        "accrued_usd": [_round(v, 9) for v in accrued],
         "workers": cols["workers"],
         "cost_budget_usd": exp["cost_budget_usd"], "time_budget_s": exp["time_budget_s"],
         "spend_usd": _round(exp["spend_usd"] or 0.0), "projection": projection,
@@ -434,14 +459,16 @@ def workers_series(store: Store) -> dict[str, Any]:
     p_type: list[str] = []
     made = []
     for k, (ts, plan) in enumerate(plans):
-        start = ts - t0
-        stop = plans[k + 1][0] - t0 if k + 1 < len(plans) else math.inf
+        start = max(ts - t0, 0.0)    # a fixed cluster's plan is stored just before the start
+        # A plan is followed until the next one, and no plan past the sweep's end: the
+        # timeline a plan predicted beyond it would stretch the time axis past the wall time.
+        stop = plans[k + 1][0] - t0 if k + 1 < len(plans) else end - t0
         timeline = sorted(plan.get("timeline") or [], key=lambda p: p["t_s"])
         made.append({"t_s": _round(start, 3), "feasible": plan.get("feasible"),
                      "planner": plan.get("planner"), "num_trials": plan.get("num_trials"),
                      "predicted_cost_usd": _num(plan.get("predicted_cost_usd")),
                      "predicted_wall_s": _num(plan.get("predicted_wall_s"))})
-        if not timeline:
+        if not timeline or start > end - t0:
             continue
         before = [p for p in timeline if p["t_s"] <= start]
         first = before[-1] if before else timeline[0]
@@ -453,6 +480,10 @@ def workers_series(store: Store) -> dict[str, Any]:
                 p_t.append(float(p["t_s"]))
                 p_w.append(int(p["workers"]))
                 p_type.append(str(p.get("instance_type", "")))
+    if p_t and p_t[-1] < end - t0:
+        p_t.append(end - t0)        # the plan in force holds to the end of the axis
+        p_w.append(p_w[-1])
+        p_type.append(p_type[-1])
     planned = _thin({"t_s": p_t, "workers": p_w, "instance_type": p_type})
     marks = [r for r in inst if r["instance_id"] in preempted and r["terminated_at"] is not None]
     pre_t = [r["terminated_at"] - t0 for r in marks]
@@ -470,7 +501,19 @@ def workers_series(store: Store) -> dict[str, Any]:
         "instance_types": [{"instance_type": r[0], "spot": bool(r[1]), "count": r[2]}
                            for r in types],
         "instances": len(inst),
+        "end_t": _round(end - t0, 3),
+        "wall": _planned_vs_actual_wall(store, exp),
     }
+
+
+def _planned_vs_actual_wall(store: Store, exp: dict[str, Any]) -> dict[str, float | None]:
+    """The first plan's predicted wall time against the sweep's: ``difference_s`` > 0 when it
+    took longer than planned. Null while there is no plan, or the sweep has not ended."""
+    predicted = predicted_wall_s(store)
+    wall = exp["wall_s"]
+    actual = round(wall, 3) if wall is not None and exp["finished_at"] is not None else None
+    diff = None if predicted is None or actual is None else round(actual - predicted, 3)
+    return {"predicted_s": predicted, "actual_s": actual, "difference_s": diff}
 
 
 def _count_at(at: list[float], count: list[int], t: float) -> int:

@@ -133,7 +133,7 @@ def index_page(root: str, config: dict[str, Any]) -> str:
 <section class="trials"><div class="table-wrap"><table id="experiments-table"><thead><tr>
 <th>experiment</th><th>state</th><th>metric</th><th>best</th><th>spend (USD)</th>
 <th>budget (USD)</th><th>trials</th><th>completed</th><th>pruned</th><th>failed</th>
-<th>running</th><th>wall (s)</th></tr></thead><tbody></tbody></table></div></section>
+<th>running</th><th>paused</th><th>wall (s)</th></tr></thead><tbody></tbody></table></div></section>
 {_script(False)}
 </body></html>
 """

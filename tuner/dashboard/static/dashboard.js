@@ -41,9 +41,19 @@
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) { return x.toExponential(digits || 3); }
     return x.toFixed(digits === undefined ? 4 : digits);
   }
-  function money(x) {
-    return x === null || x === undefined ? "–" : "$" + x.toFixed(x < 10 ? 4 : 2);
+  // Dollars as a plain decimal with three significant digits below a dollar (never
+  // 1.7e-4: a trial's cost is often a fraction of a cent), cents from a dollar up.
+  function usd(x) {
+    if (x === null || x === undefined) { return "–"; }
+    var a = Math.abs(x);
+    var decimals = a === 0 || a >= 1 ? 2
+      : Math.min(10, Math.max(2, 2 - Math.floor(Math.log10(a))));
+    return x.toFixed(decimals);
   }
+  function money(x) { return x === null || x === undefined ? "–" : "$" + usd(x); }
+  // Plotly's defaults would write small dollars as 100µ.
+  var DOLLAR_AXIS = { exponentformat: "none", tickprefix: "$" };
+  function timeRange(end) { return [0, Math.max(end, 1e-3) * 1.02]; }
   function duration(s) {
     if (s === null || s === undefined) { return "–"; }
     if (s < 120) { return s.toFixed(1) + " s"; }
@@ -101,39 +111,73 @@
     var t = s.trials;
     setText("summary-trials", String(t.total));
     setText("summary-trials-detail", t.completed + " completed, " + t.pruned + " pruned, " +
-      t.failed + " failed, " + t.running + " running, " + t.stopped + " stopped");
+      t.failed + " failed, " + t.running + " running, " + t.paused + " paused, " +
+      t.stopped + " stopped");
     setText("summary-wall", duration(s.wall_s));
-    setText("summary-wall-detail", s.time_budget_s === null ? "no time budget"
-      : "of " + duration(s.time_budget_s) + " budget");
+    var wall = s.time_budget_s === null ? "no time budget"
+      : "of " + duration(s.time_budget_s) + " budget";
+    if (s.predicted_wall_s !== null && s.predicted_wall_s !== undefined) {
+      wall += "; planned " + duration(s.predicted_wall_s);
+    }
+    if (s.wall_s !== null && s.end_t > 1.1 * s.wall_s + 1) {
+      // A resumed sweep: the time axis also spans the pause between its runs.
+      wall += "; " + duration(s.end_t) + " since it first started";
+    }
+    setText("summary-wall-detail", wall);
     setText("exp-meta", s.experiment + " · " + s.dir + " · " + s.instances.total +
       " instances, " + s.plans + " plans" + (s.message ? " · " + s.message : ""));
   }
 
   // -- charts --------------------------------------------------------------------------------
-  function drawBest(b, id, xKey, xTitle, budget, budgetLabel) {
+  function drawBest(b, id, xKey, xTitle, budget, budgetLabel, end) {
     if (!b.value.length) { return noData(id, "no trial has reported a value yet"); }
     var x = b[xKey];
+    var dollars = xKey === "accrued_usd";
     var trace = {
       type: "scatter", mode: "lines+markers", name: "best so far", x: x, y: b.value,
       customdata: b.trial_id, line: { shape: "hv", color: "#1f77b4" }, marker: { size: 5 },
-      hovertemplate: "%{y:.4f} (%{customdata})<br>" + xTitle + ": %{x}<extra></extra>"
+      hovertemplate: "%{y:.4f} (%{customdata})<br>" + xTitle + ": " +
+        (dollars ? "%{x:$.6~f}" : "%{x:.1f}") + "<extra></extra>"
     };
     var extra = { shapes: [], annotations: [] };
-    if (budget !== null && budget !== undefined && budget <= 3 * Math.max(maxOf(x), 1e-9)) {
+    var hasBudget = budget !== null && budget !== undefined;
+    var top = Math.max(maxOf(x), 0);
+    if (dollars) {
+      // The axis always reaches the cost budget; one far above the spend gets a log axis,
+      // or every point would sit in the first pixels.
+      var hi = Math.max(top, hasBudget ? budget : 0) || 1e-6;
+      var positive = x.filter(function (v) { return v !== null && v > 0; });
+      var lo = positive.length ? Math.min.apply(null, positive) : 0;
+      var log = hasBudget && lo > 0 && hi > 20 * top;
+      extra.xaxis = Object.assign({ title: { text: xTitle } }, DOLLAR_AXIS, log
+        ? { type: "log", range: [Math.log10(lo) - 0.2, Math.log10(hi) + 0.05] }
+        : { range: [0, hi * 1.05] });
+    } else {
+      extra.xaxis = { title: { text: xTitle }, range: timeRange(end) };
+    }
+    if (hasBudget && (dollars || budget <= 1.05 * end)) {
       var v = vline(budget, budgetLabel);
       extra.shapes.push(v.shape);
       extra.annotations.push(v.note);
+    } else if (hasBudget) {
+      // A time budget far past the end would stretch the axis: named, not drawn.
+      extra.annotations.push({ text: budgetLabel + " " + duration(budget), showarrow: false,
+        xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "top",
+        font: { size: 10, color: "#d62728" } });
     }
-    if (xKey === "spend_usd") { extra.xaxis = { title: { text: xTitle }, rangemode: "tozero" }; }
     return draw(id, [trace], layout(xTitle, b.metric, extra));
   }
 
-  function drawSpend(s) {
+  function drawSpend(s, end) {
     var id = "chart-spend";
     if (!s.t_s.length) { return noData(id, "no spend recorded yet"); }
+    // Accrued: what the instances have cost second by second. The ledger bills each
+    // instance's minimum in full at its launch, and commits the work reserved on it.
     var traces = [
-      { type: "scatter", mode: "lines", name: "spent", x: s.t_s, y: s.spent_usd,
+      { type: "scatter", mode: "lines", name: "accrued", x: s.t_s, y: s.accrued_usd,
         line: { color: "#1f77b4" } },
+      { type: "scatter", mode: "lines", name: "billed (with the billing minimum)", x: s.t_s,
+        y: s.spent_usd, line: { color: "#2ca02c", dash: "dot" } },
       { type: "scatter", mode: "lines", name: "committed (ledger forecast)", x: s.t_s,
         y: s.committed_usd, line: { color: "#ff7f0e", dash: "dash" } }
     ];
@@ -149,8 +193,11 @@
         y: [s.cost_budget_usd, s.cost_budget_usd], line: { color: "#d62728", width: 1 },
         visible: s.cost_budget_usd <= 3 * top ? true : "legendonly" });
     }
-    return draw(id, traces, layout("seconds since start", "USD",
-      { yaxis: { title: { text: "USD" }, rangemode: "tozero" } }));
+    var xEnd = Math.max(end, s.projection ? maxOf(s.projection.t_s) : 0);
+    return draw(id, traces, layout("seconds since start", "USD", {
+      xaxis: { title: { text: "seconds since start" }, range: timeRange(xEnd) },
+      yaxis: Object.assign({ title: { text: "USD" }, rangemode: "nonnegative" }, DOLLAR_AXIS)
+    }));
   }
 
   function drawWorkers(w) {
@@ -172,8 +219,19 @@
     var types = w.instance_types.map(function (t) {
       return t.count + " × " + t.instance_type + (t.spot ? " (spot)" : "");
     }).join(", ");
-    var extra = { annotations: types ? [{ text: types, showarrow: false, xref: "paper",
-      yref: "paper", x: 1, y: 0, xanchor: "right", yanchor: "bottom", font: { size: 10 } }] : [] };
+    var notes = types ? [{ text: types, showarrow: false, xref: "paper",
+      yref: "paper", x: 1, y: 0, xanchor: "right", yanchor: "bottom", font: { size: 10 } }] : [];
+    var wall = w.wall;
+    if (wall && wall.difference_s !== null) {
+      var d = wall.difference_s;
+      notes.push({ text: "wall time: planned " + duration(wall.predicted_s) + ", actual " +
+        duration(wall.actual_s) + " (" + duration(Math.abs(d)) +
+        (d > 0 ? " longer" : " shorter") + ")", showarrow: false, xref: "paper",
+        yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "top", font: { size: 10 } });
+    }
+    var extra = { annotations: notes,
+      xaxis: { title: { text: "seconds since start" }, range: timeRange(w.end_t) },
+      yaxis: { title: { text: "workers" }, rangemode: "nonnegative" } };
     return draw(id, traces, layout("seconds since start", "workers", extra));
   }
 
@@ -305,6 +363,7 @@
            font: { size: 10 } }] : [];
     return draw(id, traces, layout("seconds since start", "", {
       height: Math.min(1200, Math.max(260, 13 * n + 90)), annotations: note,
+      xaxis: { title: { text: "seconds since start" }, range: timeRange(t.end_t) },
       yaxis: { type: "category", categoryorder: "array", categoryarray: w.instance_id,
                autorange: "reversed", automargin: true, tickfont: { size: 9 } },
       margin: { l: 120, r: 20, t: 20, b: 45 }
@@ -376,7 +435,7 @@
     page.rows.forEach(function (r) {
       var cells = cols.map(function (c) {
         var v = c[0].indexOf("params.") === 0 ? r.params[c[0].slice(7)] : r[c[0]];
-        var text = c[0] === "cost_usd" ? fmt(v, 6) : (c[0] === "gpu_seconds" ? fmt(v, 2) : fmt(v));
+        var text = c[0] === "cost_usd" ? usd(v) : (c[0] === "gpu_seconds" ? fmt(v, 2) : fmt(v));
         var cls = c[0] === "state" ? ' class="state-' + v + '"' : "";
         return "<td" + cls + ">" + escapeHtml(text) + "</td>";
       });
@@ -435,11 +494,11 @@
   function drawExperiment(b) {
     renderSummary(b.summary);
     var steps = [
-      function () { return drawBest(b.best, "chart-best-cost", "spend_usd", "USD spent",
-        b.best.cost_budget_usd, "cost budget"); },
+      function () { return drawBest(b.best, "chart-best-cost", "accrued_usd",
+        "USD accrued", b.best.cost_budget_usd, "cost budget", b.summary.end_t); },
       function () { return drawBest(b.best, "chart-best-time", "t_s", "seconds since start",
-        b.best.time_budget_s, "time budget"); },
-      function () { return drawSpend(b.spend); },
+        b.best.time_budget_s, "time budget", b.summary.end_t); },
+      function () { return drawSpend(b.spend, b.summary.end_t); },
       function () { return drawWorkers(b.workers); },
       function () { return drawCurves(b.curves); },
       function () { return drawTimeline(b.timeline); },
@@ -535,14 +594,14 @@
         (token ? "?token=" + encodeURIComponent(token) : "");
       if (e.error) {
         return '<tr><td><a href="' + href + '">' + escapeHtml(e.name) + "</a></td>" +
-          '<td colspan="11">' + escapeHtml(e.error) + "</td></tr>";
+          '<td colspan="12">' + escapeHtml(e.error) + "</td></tr>";
       }
       var t = e.trials;
       return '<tr data-name="' + escapeHtml(e.name) + '"><td><a href="' + href + '">' +
         escapeHtml(e.name) + "</a></td>" +
         ['<span class="badge state-' + e.state + '">' + e.state + "</span>", escapeHtml(e.metric),
-         fmt(e.best_value), fmt(e.spend_usd, 4), fmt(e.cost_budget_usd, 2), t.total, t.completed,
-         t.pruned, t.failed, t.running, fmt(e.wall_s, 1)].map(function (c) {
+         fmt(e.best_value), usd(e.spend_usd), usd(e.cost_budget_usd), t.total, t.completed,
+         t.pruned, t.failed, t.running, t.paused, fmt(e.wall_s, 1)].map(function (c) {
           return "<td>" + c + "</td>"; }).join("") + "</tr>";
     }).join("");
     var byMetric = {};
@@ -555,15 +614,19 @@
       var g = byMetric[m];
       return { type: "scatter", mode: "markers+text", name: m, x: g.x, y: g.y, text: g.text,
         textposition: "top center", marker: { size: 10 },
-        hovertemplate: "%{text}<br>$%{x:.4f}: %{y:.4f}<extra>" + m + "</extra>" };
+        hovertemplate: "%{text}<br>%{x:$.6~f}: %{y:.4f}<extra>" + m + "</extra>" };
     });
     if (!traces.length) { return noData("chart-experiments", "no experiment with a score yet"); }
     var spends = d.experiments.filter(function (e) { return !e.error && e.spend_usd > 0; })
       .map(function (e) { return e.spend_usd; });
     var wide = spends.length > 1 && Math.max.apply(null, spends) / Math.min.apply(null, spends) > 100;
+    // Linear: from $0 (autorange pads a lone point to either side, down to -$0.5).
+    var most = spends.length ? Math.max.apply(null, spends) : 0;
+    var axis = wide ? { type: "log" } : { type: "linear", range: [0, (most || 1) * 1.15] };
     return draw("chart-experiments", traces, layout("USD spent", "best score", {
       margin: { l: 60, r: 20, t: 30, b: 45 },
-      xaxis: { title: { text: "USD spent" + (wide ? " (log)" : "") }, type: wide ? "log" : "linear" }
+      xaxis: Object.assign({ title: { text: "USD spent" + (wide ? " (log)" : "") } },
+        DOLLAR_AXIS, axis)
     }));
   }
 
