@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from budgets import Ledger
-from tuner import ConfigError, resume, tune, uniform
+from tuner import ConfigError, choice, grid, randint, resume, tune, uniform
 from tuner._journal import RestoreError, replay
+from tuner._sampling import Sampler
+from tuner._status import status_document
 from tuner._store import Store
 from tuner.schedulers import ASHA, Hyperband, SuccessiveHalving, TrialStatus
 
@@ -285,3 +287,199 @@ def test_more_trials_than_a_decided_halving_can_take_is_refused_and_nothing_chan
     store.close()
     again = resume(exp, time_budget="4m", cost_budget=2.0)
     assert again.state == "finished" and again.trials.shape[0] == 9
+
+
+# -- no parameter set is sampled twice --------------------------------------------------------
+def _params(exp: Path) -> list[str]:
+    """Every trial's params in the order they were sampled, each as one comparable string."""
+    store = Store(exp, readonly=True)
+    rows = store.query("SELECT params FROM trials ORDER BY number")
+    store.close()
+    return [json.dumps(json.loads(r["params"]), sort_keys=True) for r in rows]
+
+
+def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | None, dict]]:
+    """``n`` trials asked of ``sampler`` as the controller hands them to ``restore``: every
+    fourth completed, the rest paused at rung 1 (open, as ASHA leaves them)."""
+    out = []
+    for i in range(n):
+        tid = f"t{i + 1:04d}"
+        params = sampler.ask(tid)
+        value = params["x"] if "x" in params else float(i)
+        sampler.report(tid, value, 1)
+        state = "completed" if i % 4 == 0 else "paused"
+        if state == "completed":
+            sampler.tell(tid, state, value)
+        out.append((tid, params, state, value if state == "completed" else None, {1: value}))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["tpe", "random"])
+def test_a_restored_sampler_continues_its_seeded_stream(kind):
+    space = {"x": uniform(0.0, 1.0), "hidden": choice([16, 32, 64, 128])}
+    history = _history(Sampler(space, kind, "max", 0), 12)
+    resumed, again = Sampler(space, kind, "max", 0), Sampler(space, kind, "max", 0)
+    resumed.restore(history)
+    again.restore(history)
+    new = [resumed.ask(f"t{i:04d}") for i in range(13, 25)]
+    # Not the first run's stream again: no set of the history comes back.
+    sets = [json.dumps(p, sort_keys=True) for p in [h[1] for h in history] + new]
+    assert len(set(sets)) == 24
+    # The same seed and history give the same continuation.
+    assert [again.ask(f"t{i:04d}") for i in range(13, 25)] == new
+
+
+def test_a_restored_grid_goes_on_along_its_grid():
+    space = {"x": grid([0.1, 0.2, 0.3]), "hidden": grid([16, 32]), "sleep": 0.0}
+    whole = Sampler(space, "grid", "max", 4)
+    order = [whole.ask(f"t{i}") for i in range(6)]
+    first = Sampler(space, "grid", "max", 4)
+    history = _history(first, 2)
+    resumed = Sampler(space, "grid", "max", 4)
+    resumed.restore(history)
+    assert [h[1] for h in history] + [resumed.ask(f"n{i}") for i in range(4)] == order
+
+
+@pytest.mark.parametrize("kind", ["tpe", "random"])
+def test_a_finite_space_is_asked_through_before_any_set_repeats(kind):
+    space = {"x": choice([0.0, 0.3, 0.6]), "hidden": randint(1, 2), "sleep": 0.0}
+    for seed in range(5):
+        sampler = Sampler(space, kind, "max", seed)
+        history = _history(sampler, 4)
+        sets = [json.dumps(h[1], sort_keys=True) for h in history]
+        sets += [json.dumps(sampler.ask(f"n{i}"), sort_keys=True) for i in range(2)]
+        assert len(set(sets)) == 6, seed                 # 3 x 2 sets: each once
+        repeat = json.dumps(sampler.ask("n2"), sort_keys=True)
+        assert repeat in sets                             # then repeats are all there is
+        resumed = Sampler(space, kind, "max", seed)       # and a resumed sweep knows them
+        resumed.restore(history)
+        sets = [json.dumps(h[1], sort_keys=True) for h in history]
+        sets += [json.dumps(resumed.ask(f"n{i}"), sort_keys=True) for i in range(2)]
+        assert len(set(sets)) == 6, seed
+
+
+def test_a_choice_space_smaller_than_the_sweep_repeats_a_set_only_once_all_ran(tmp_path):
+    # 3 sets and 5 trials: the first 3 trials take the 3 sets, the last 2 repeat some.
+    exp = tmp_path / "exp"
+    result = tune(_sweep(space={"x": choice([0.0, 0.3, 0.6]), "sleep": 0.0}, num_trials=5,
+                         scheduler={"type": "asha", "min_resource": 1, "max_resource": 3,
+                                    "reduction_factor": 3}),
+                  time_budget="2m", cost_budget=1.0, experiment_dir=exp)
+    assert result.state == "finished"
+    sets = _params(exp)
+    assert len(sets) == 5 and len(set(sets[:3])) == 3
+
+
+SWEEP_YAML = """\
+name: distinct
+trainable: tests.trainables:quadratic
+metric: score
+mode: max
+space: {{x: {{uniform: [0.0, 1.0]}}, hidden: {{choice: [16, 32, 64, 128]}}, sleep: {sleep}}}
+scheduler: {{type: asha, min_resource: 1, max_resource: 9, reduction_factor: 3}}
+num_trials: {trials}
+seed: 0
+budget: {{time: 3m, cost: 1.0}}
+provider: {{type: local, workers: 2}}
+"""
+
+
+def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_an_extended_sweep_samples_no_parameter_set_twice(tmp_path):
+    sweep, exp = tmp_path / "sweep.yaml", tmp_path / "exp"
+    sweep.write_text(SWEEP_YAML.format(sleep=0.0, trials=9))
+    first = _cli("run", str(sweep), "--json", "--dir", str(exp))
+    assert first.returncode == 0, first.stderr
+    more = _cli("resume", str(exp), "--num-trials", "18", "--time-budget", "6m",
+                "--cost-budget", "2", "--json")
+    assert more.returncode == 0, more.stderr
+    assert json.loads(more.stdout)["trials"]["total"] == 18
+    sets = _params(exp)
+    assert len(sets) == 18 and len(set(sets)) == 18
+
+
+@pytest.mark.slow
+def test_a_stopped_and_resumed_sweep_samples_no_parameter_set_twice(tmp_path):
+    sweep, exp = tmp_path / "sweep.yaml", tmp_path / "exp"
+    sweep.write_text(SWEEP_YAML.format(sleep=0.5, trials=12))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--json",
+                             "--dir", str(exp)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(_params(exp) if (
+                exp / "experiment.db").exists() else []) < 2:
+            time.sleep(0.1)
+        # What ``elastune stop`` writes, without its start-up time: the sweep must stop
+        # before it has sampled all its trials.
+        (exp / "STOP").touch()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert json.loads(out)["state"] == "stopped", err
+    assert len(_params(exp)) < 12                   # trials are left to sample on resume
+    again = _cli("resume", str(exp), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["state"] == "finished"
+    sets = _params(exp)
+    assert len(sets) == 12 and len(set(sets)) == 12
+
+
+# -- a resume with nothing to do --------------------------------------------------------------
+def test_resuming_a_finished_sweep_with_nothing_to_do_starts_and_bills_nothing(tmp_path):
+    sweep, exp = tmp_path / "sweep.yaml", tmp_path / "exp"
+    sweep.write_text(SWEEP_YAML.format(sleep=0.0, trials=3).replace("max_resource: 9",
+                                                                    "max_resource: 3"))
+    first = _cli("run", str(sweep), "--json", "--dir", str(exp))
+    assert first.returncode == 0, first.stderr
+    before = json.loads(first.stdout)
+    assert before["state"] == "finished"
+
+    def stored() -> tuple[dict, list[dict]]:
+        store = Store(exp, readonly=True)
+        doc, rows = status_document(store, exp), store.instances()
+        store.close()
+        return doc, rows
+
+    instances = stored()[1]
+    again = _cli("resume", str(exp), "--json")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().count("\n") == 0       # one JSON object, nothing else
+    assert json.loads(again.stdout) == before
+    assert "nothing to do" in again.stderr
+    human = _cli("resume", str(exp), "--time-budget", "6m", "--cost-budget", "2")
+    assert human.returncode == 0, human.stderr
+    assert "nothing to do" in human.stdout + human.stderr
+    assert stored() == (before, instances)              # nothing spent, no worker started
+
+
+def test_a_planner_chosen_count_has_work_on_resume_only_with_larger_budgets(tmp_path):
+    # With larger budgets the controller may start another bracket (``more_brackets``); with
+    # those its bracket ended on, it asked for one then and was refused.
+    from tuner._config import load_sweep
+    from tuner._tune import _nothing_to_do
+
+    exp = tmp_path / "exp"
+    tune(_sweep(num_trials=3, scheduler={"type": "asha", "min_resource": 1, "max_resource": 3,
+                                         "reduction_factor": 3}),
+         time_budget="2m", cost_budget=1.0, experiment_dir=exp)
+    store = Store(exp, readonly=True)
+    row = store.experiment()
+    assert row["state"] == "finished" and row["message"] == "done"
+    planned = {**row["config"], "provider": {"type": "local", "scaling": "plan"}}
+    same, larger = load_sweep(planned), load_sweep(planned, cost_budget=2.0)
+    assert _nothing_to_do(same, store, row, chosen=True)
+    assert not _nothing_to_do(larger, store, row, chosen=True)
+    assert not _nothing_to_do(load_sweep(planned, time_budget="1h"), store, row, chosen=True)
+    assert _nothing_to_do(larger, store, row, chosen=False)     # a count the user set
+    # A controller that died left instances and segments for the resumed one to take over.
+    assert not _nothing_to_do(same, store, {**row, "state": "running"}, chosen=False)
+    store.close()

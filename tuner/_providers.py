@@ -79,6 +79,14 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
                           f"storage; set e.g. storage: {bucket}")
 
 
+def checkpoint_root(sweep: SweepConfig, experiment_id: str, exp_dir: Path) -> str:
+    """Where the experiment's trials keep their checkpoints: a folder in the experiment
+    directory, or a prefix in the cloud sweep's object storage."""
+    if sweep.provider.type == "local" or sweep.provider.storage is None:
+        return str(exp_dir / "checkpoints")
+    return f"{sweep.provider.storage.rstrip('/')}/{experiment_id}/checkpoints"
+
+
 def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
                  trainable: str, code_roots: list[str], preload: list[str],
                  bundle_fn: Callable[..., Any] | None, instance_type: str | None,
@@ -108,7 +116,7 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
         workdir=os.getcwd(), log_dir=exp_dir / "logs", python_path=code_roots,
         preload=preload, prefix=f"{experiment_id}-w", clock=clock,
         insecure_broker=insecure_broker, taken=taken)
-    return Workers(provider, str(exp_dir / "checkpoints"), trainable, "local",
+    return Workers(provider, checkpoint_root(sweep, experiment_id, exp_dir), trainable, "local",
                    {"reaction_s": LOCAL_REACTION_S,
                     "heartbeat_timeout_s": sweep.provider.heartbeat_timeout_s})
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -59,10 +60,34 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# A finite space: asks for a set not asked yet before one is drawn from those left, and the
+# largest space listed to draw from (in a larger one a repeat is too rare to be worth it).
+_REASKS = 10
+_LISTABLE = 100_000
+
+
+def _values(dist: BaseDistribution) -> Sequence[Any] | None:
+    """Every value of a finite dimension (choices, integers); None for a continuous one."""
+    if isinstance(dist, CategoricalDistribution):
+        return dist.choices
+    if isinstance(dist, IntDistribution):
+        return range(dist.low, dist.high + 1, dist.step)
+    return None
+
+
+def continued_seed(seed: int, asked: int) -> int:
+    """The seed of a resumed sweep's sampler: its own random stream, the same for the same
+    seed and number of trials already asked (a fresh sampler on the sweep's seed would
+    replay the first run's stream, so its first new trials would repeat the first run's)."""
+    return random.Random(f"{seed}:{asked}").getrandbits(32)
+
+
 class Sampler:
     """Asks Optuna for each new trial's params and tells it how each trial ended.
 
     Seeded samplers make the sequence of params reproducible for the same order of results.
+    In a finite space (choices and integers only) no set is asked twice before every set was
+    asked once: a repeat is asked again, then drawn from the sets left.
     """
 
     def __init__(self, space: Mapping[str, Any], sampler: str | optuna.samplers.BaseSampler,
@@ -78,19 +103,36 @@ class Sampler:
                 self._dists[name] = dim
             else:
                 self._fixed[name] = dim
+        self._seed = seed
+        # Reseeded on resume: TPE and random draw from a seeded stream. A grid walks its
+        # seeded order by trial number, and a given sampler is the caller's: both go on as
+        # they are.
+        self._reseeded: str | None = None
         if isinstance(sampler, optuna.samplers.BaseSampler):
             chosen = sampler
         elif grids or sampler == "grid":
             chosen = _AskTellGridSampler(grids or self._grid_of(self._dists), seed=seed)
-        elif sampler == "random":
-            chosen = optuna.samplers.RandomSampler(seed=seed)
         else:
-            chosen = optuna.samplers.TPESampler(seed=seed)
+            self._reseeded = "random" if sampler == "random" else "tpe"
+            chosen = self._named(self._reseeded, seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(
             direction="maximize" if mode == "max" else "minimize", sampler=chosen)
         self._trials: dict[str, optuna.Trial] = {}
         self._reported: dict[str, set[int]] = {}
+        values = [_values(d) for d in self._dists.values()]
+        finite = [v for v in values if v is not None]
+        # (ranges, not lists: a wide integer dimension costs nothing until drawn from)
+        self._finite = finite if len(finite) == len(values) else None
+        self._size = math.prod(map(len, finite)) if self._finite is not None else None
+        self._asked: set[tuple[Hashable, ...]] = set()
+        self._rng = random.Random(seed)
+
+    @staticmethod
+    def _named(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed)
 
     @staticmethod
     def _grid_of(dists: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
@@ -103,19 +145,58 @@ class Sampler:
 
     def ask(self, trial_id: str) -> dict[str, Any]:
         trial = self.study.ask(dict(self._dists))
+        for _ in range(_REASKS):
+            if not self._repeats(trial):
+                break
+            self.study.tell(trial, state=TrialState.FAIL)   # a repeat: never run
+            trial = self.study.ask(dict(self._dists))
+        else:
+            left = self._unasked() if self._repeats(trial) else None
+            if left is not None:
+                self.study.tell(trial, state=TrialState.FAIL)
+                self.study.enqueue_trial(left, skip_if_exists=False)
+                trial = self.study.ask(dict(self._dists))
+        return self._take(trial_id, trial)
+
+    def _take(self, trial_id: str, trial: optuna.Trial) -> dict[str, Any]:
         self._trials[trial_id] = trial
         params = {k: _jsonable(v) for k, v in trial.params.items()}
+        if self._finite is not None:
+            self._asked.add(self._key(params))
         return {**params, **self._fixed}
+
+    def _key(self, params: Mapping[str, Any]) -> tuple[Hashable, ...]:
+        return tuple(_jsonable(params.get(name)) for name in self._dists)
+
+    def _repeats(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial`` repeats a set asked before while some set was never asked."""
+        return (self._size is not None and len(self._asked) < self._size
+                and self._key(trial.params) in self._asked)
+
+    def _unasked(self) -> dict[str, Any] | None:
+        """A set never asked, drawn at random (None: the space is too large to list)."""
+        assert self._finite is not None and self._size is not None
+        if self._size > _LISTABLE:
+            return None
+        left = [key for key in itertools.product(*self._finite) if key not in self._asked]
+        return dict(zip(self._dists, self._rng.choice(left), strict=True))
 
     def restore(self, trials: list[tuple[str, dict[str, Any], str, float | None,
                                          dict[int, float]]]) -> None:
         """Re-create the study of a resumed sweep: each (trial_id, params, state, value,
         values by step) is asked again with its params fixed (``enqueue_trial``), given its
-        reports, and told its end if it ended; paused trials stay open, as before."""
+        reports, and told its end if it ended; paused trials stay open, as before.
+
+        A seeded TPE or random sampler then continues on :func:`continued_seed`: an enqueued
+        trial draws nothing from its stream, so its own seed would replay the first run's."""
+        if trials and self._reseeded is not None and self._seed is not None:
+            seed = continued_seed(self._seed, len(trials))
+            self.study.sampler = self._named(self._reseeded, seed)
+            self._rng = random.Random(seed)
         for trial_id, params, state, value, reports in trials:
             known = {k: v for k, v in params.items() if k in self._dists}
             self.study.enqueue_trial(known, skip_if_exists=False)
-            self.ask(trial_id)
+            self._take(trial_id, self.study.ask(dict(self._dists)))
             for step in sorted(reports):
                 self.report(trial_id, reports[step], step)
             if state in ("completed", "pruned", "failed"):

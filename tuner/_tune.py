@@ -40,7 +40,7 @@ from tuner._planning import (
     static_plan_for,
 )
 from tuner._profiles import PROFILE_SOURCE, TRAINABLE_KEY, trainable_key, with_profile
-from tuner._providers import check_cloud_broker, open_workers
+from tuner._providers import check_cloud_broker, checkpoint_root, open_workers
 from tuner._result import TuneResult
 from tuner._sampling import Sampler
 from tuner._status import status_document
@@ -208,15 +208,19 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             stored = _stored_trainable(stored, exp_dir, config)
             sweep = load_sweep(stored, **overrides)
             prior_usd, elapsed_s = _used_so_far(store, exp)
+            # The planner chose the number of trials (it is in the stored config since):
+            # the resumed sweep may still shrink it to keep within the cost budget, unless
+            # the user now sets it.
+            chosen = store.meta(SHAPE_CHOSEN) == "1" and "num_trials" not in overrides
+            if _nothing_to_do(sweep, store, exp, chosen):
+                if {"time_budget", "cost_budget"} & overrides.keys():
+                    _check_room(sweep, prior_usd, elapsed_s)  # a budget given must leave room
+                return _idle_result(sweep, store, exp_dir, exp["id"])
             _check_room(sweep, prior_usd, elapsed_s)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
             plan = plan_for(sweep)
-            # The planner chose the number of trials (it is in the stored config since):
-            # the resumed sweep may still shrink it to keep within the cost budget, unless
-            # the user now sets it.
-            chosen = store.meta(SHAPE_CHOSEN) == "1" and "num_trials" not in overrides
             with store.atomic():
                 store.update_experiment(config=json.dumps(sweep.to_json_dict()),
                                         time_budget_s=sweep.time_budget_s,
@@ -229,6 +233,48 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
         return _execute(sweep, plan, located, exp_dir, exp["id"], store, address, observer,
                         prior=(prior_usd, elapsed_s), insecure_broker=insecure_broker,
                         chosen=chosen)
+
+
+def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
+                   chosen: bool) -> bool:
+    """Whether resuming has no work to run: the earlier run ended cleanly (after a crash,
+    instances and segments are left to take over) and the scheduler rebuilt from the journal
+    has no trial to admit, none paused to promote and none running. A sweep whose number of
+    trials the planner chose may start another bracket (the controller's ``more_brackets``):
+    with the budgets its bracket ended on, it asked for one then and was refused, so only
+    larger budgets are work."""
+    if exp["state"] == "running":
+        return False
+    scheduler = _scheduler_for(sweep)
+    try:
+        replay(scheduler, store.journal())
+    except RestoreError:
+        return False        # (``_check_journal`` says why)
+    if not scheduler.is_finished():
+        return False
+    if chosen and sweep.provider.follows_plan:
+        return exp["message"] == "done" and not (
+            _larger(sweep.time_budget_s, exp["time_budget_s"])
+            or _larger(sweep.cost_budget_usd, exp["cost_budget_usd"]))
+    return True
+
+
+def _larger(new: float | None, old: float | None) -> bool:
+    """Whether budget ``new`` leaves more than ``old`` (None: no limit)."""
+    return old is not None and (new is None or new > old)
+
+
+def _idle_result(sweep: SweepConfig, store: Store, exp_dir: Path,
+                 experiment_id: str) -> TuneResult:
+    """The experiment as it stands, for a resume with nothing to do: nothing is started,
+    written or billed."""
+    log.warning("nothing to do: every trial of %s has ended (a larger num_trials explores "
+                "further)", experiment_id)
+    try:
+        return _result(sweep, store, exp_dir, experiment_id,
+                       checkpoint_root(sweep, experiment_id, exp_dir), [])
+    finally:
+        store.close()
 
 
 def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dict[str, Any]:
@@ -334,12 +380,23 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         finally:
             if embedded is not None:
                 embedded.stop()
+    result = _result(sweep, store, exp_dir, experiment_id,
+                     workers.checkpoint_root if workers is not None else None,
+                     outcome.dispatch_latencies_s)
+    store.close()
+    return result
+
+
+def _result(sweep: SweepConfig, store: Store, exp_dir: Path, experiment_id: str,
+            checkpoints: str | None, latencies: list[float]) -> TuneResult:
+    """The experiment in the store as a :class:`TuneResult`; ``checkpoints``: where its
+    trials' checkpoints are (for the best one's)."""
     status = status_document(store, exp_dir)
-    best_ckpt = None
-    if outcome.best_trial_id is not None and workers is not None:
-        best_ckpt = latest_checkpoint(f"{workers.checkpoint_root}/{outcome.best_trial_id}")
     best = status["best"] or {}
-    result = TuneResult(
+    best_ckpt = None
+    if best.get("trial_id") is not None and checkpoints is not None:
+        best_ckpt = latest_checkpoint(f"{checkpoints}/{best['trial_id']}")
+    return TuneResult(
         experiment_id=experiment_id, experiment_dir=exp_dir, state=status["state"],
         best_params=best.get("params"), best_value=best.get("value"),
         best_trial_id=best.get("trial_id"), best_checkpoint=best_ckpt,
@@ -347,9 +404,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         cost_budget_usd=sweep.cost_budget_usd, wall_s=status["wall_s"],
         time_budget_s=sweep.time_budget_s, deadline_met=bool(status["deadline_met"]),
         budget_respected=status["budget_respected"], plans=store.plans(),
-        dispatch_latencies_s=outcome.dispatch_latencies_s, status=status)
-    store.close()
-    return result
+        dispatch_latencies_s=latencies, status=status)
 
 
 def latest_checkpoint(location: str) -> Path | str | None:
