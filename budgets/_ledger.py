@@ -1,8 +1,9 @@
 """Money: per-instance per-second billing with a minimum, and a hard cost budget.
 
 Spend is what the provider would bill if every instance stopped now: per-second from launch to
-termination, never less than the billing minimum. Committed spend adds what running instances
-will cost until the work already given to them ends. The controller asks :meth:`can_commit`
+termination, never less than the billing minimum; a launch still under way counts from the
+moment it was asked for. Committed spend adds what running instances will cost until the work
+already given to them ends. The controller asks :meth:`can_commit`
 before starting work and :meth:`must_stop` on every tick, so spend never passes the budget.
 """
 
@@ -45,10 +46,23 @@ class Ledger:
         self.minimum_s = minimum_s
         self.prior_usd = prior_usd
         self._accounts: dict[str, _Account] = {}
+        # Launches under way: each instance asked for is billed from the ask until the launch
+        # returns (the cloud may bill it before the call does), then by its own account.
+        self._launching: dict[str, list[_Account]] = {}
 
     # -- instances -------------------------------------------------------------------------
     def open(self, instance_id: str, price_per_hour: float, t: float) -> None:
         self._accounts[instance_id] = _Account(price_per_hour, t)
+
+    def expect(self, key: str, price_per_hour: float, count: int, t: float) -> None:
+        """A launch of ``count`` instances, asked for at ``t``, is under way: until
+        :meth:`settle`, each counts as an instance running since ``t``."""
+        self._launching[key] = [_Account(price_per_hour, t) for _ in range(count)]
+
+    def settle(self, key: str) -> None:
+        """The launch ``key`` returned: what it started is :meth:`open`-ed by the caller, what
+        it did not start costs nothing."""
+        self._launching.pop(key, None)
 
     def adopt(self, instance_id: str, price_per_hour: float, launched_at: float,
               counted_until: float) -> None:
@@ -85,8 +99,14 @@ class Ledger:
         return self.prior_usd + sum(
             billed(a.price_per_hour, (a.end if a.end is not None else t) - a.start,
                    self._minimum(a))
-            for a in self._accounts.values()
+            for a in self._accounts_and_launches()
         )
+
+    def _accounts_and_launches(self) -> list[_Account]:
+        if not self._launching:
+            return list(self._accounts.values())
+        return [*self._accounts.values(), *(a for accts in self._launching.values()
+                                           for a in accts)]
 
     def _minimum(self, a: _Account) -> float:
         return self.minimum_s if a.minimum_s is None else a.minimum_s
@@ -108,10 +128,14 @@ class Ledger:
             if end is None:
                 end = max(t, a.busy_until, extra.get(iid, t))
             total += billed(a.price_per_hour, end - a.start, self._minimum(a))
+        for accts in self._launching.values():
+            for a in accts:
+                total += billed(a.price_per_hour, max(t, a.start) - a.start, self.minimum_s)
         return total
 
     def rate_per_s(self) -> float:
-        return sum(a.price_per_hour for a in self._accounts.values() if a.end is None) / 3600.0
+        return sum(a.price_per_hour for a in self._accounts_and_launches()
+                   if a.end is None) / 3600.0
 
     def can_launch(self, price_per_hour: float, t: float) -> bool:
         """Whether one more instance's billing minimum fits on top of what is committed."""

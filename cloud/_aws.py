@@ -258,6 +258,7 @@ class AwsProvider:
     """
 
     name = "aws"
+    blocking_launch = True    # the controller launches on a thread
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 class LocalProvider:
     name = "local"
+    blocking_launch = False
 
     def __init__(
         self,

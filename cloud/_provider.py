@@ -60,6 +60,11 @@ class Bootstrap:
 
 class Provider(Protocol):
     name: str
+    # True where launch() waits on a remote cloud (seconds to minutes per VM): the controller
+    # then runs it on a thread and keeps dispatching and watching the budget meanwhile.
+    # False where it returns at once (simulated, local processes): launched inline, so a
+    # seeded simulation repeats exactly.
+    blocking_launch: bool
 
     def launch(self, count: int, instance_type: str, spot: bool = False,
                tags: Mapping[str, str] | None = None) -> list[Instance]:

@@ -45,6 +45,7 @@ def uniform_boot(low: float = 60.0, high: float = 180.0) -> Callable[[random.Ran
 
 class SimProvider:
     name = "sim"
+    blocking_launch = False
 
     def __init__(
         self,

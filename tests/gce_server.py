@@ -23,8 +23,10 @@ type and/or zone) fail the way GCE reports stockouts, quota, throttling and perm
 either as an HTTP error on the insert call or inside the finished operation;
 :meth:`FakeGoogleCloud.preempt` takes a spot VM back (status TERMINATED or deleted, plus a
 ``compute.instances.preempted`` system operation); ``boot_reads`` sets how many reads an
-instance stays PROVISIONING before it turns RUNNING. Every request is recorded in
-:attr:`FakeGoogleCloud.requests`.
+instance stays PROVISIONING before it turns RUNNING; ``insert_delay_s`` (settable while the
+server runs) keeps each insert operation RUNNING, and its instance PROVISIONING, that long (an
+operation ``wait`` blocks until then, as Compute Engine's does, up to two minutes). Every
+request is recorded in :attr:`FakeGoogleCloud.requests`.
 
 Accepted sockets get ``TCP_NODELAY``: without it the clients' small writes meet delayed ACKs
 and every call costs about 40 ms.
@@ -191,9 +193,11 @@ class FakeGoogleCloud:
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, project: str = "test-project", *, boot_reads: int = 1) -> None:
+    def __init__(self, project: str = "test-project", *, boot_reads: int = 1,
+                 insert_delay_s: float = 0.0) -> None:
         self.project = project
         self.boot_reads = boot_reads
+        self.insert_delay_s = insert_delay_s
         self.requests: list[Recorded] = []
         self.lock = threading.RLock()
         # compute: (zone, name) -> instance JSON; operations: (zone, name) -> operation JSON
@@ -202,6 +206,8 @@ class FakeGoogleCloud:
         self._reads_left: dict[tuple[str, str], int] = {}
         self._pending_ops: dict[tuple[str, str], Any] = {}  # op -> what finishing it does
         self._op_born: dict[tuple[str, str], int] = {}  # op -> the request that started it
+        self._op_ready_at: dict[tuple[str, str], float] = {}  # a slow op -> when it may end
+        self._creating: dict[tuple[str, str], tuple[str, str]] = {}  # instance -> insert op
         self._request_no = 0
         self._injections: list[Injection] = []
         self._ids = itertools.count(int(time.time() * 1000) % 10**9 * 1000)
@@ -291,6 +297,13 @@ class FakeGoogleCloud:
             inst["status"] = status
             self._reads_left.pop((zone, name), None)
 
+    def read_instances(self) -> dict[str, dict[str, Any]]:
+        """Every instance by name, as a read through the API would see it now (and counted as
+        one read, as for ``boot_reads``)."""
+        with self.lock:
+            return {name: json.loads(json.dumps(self._read_instance(zone, name)))
+                    for zone, name in list(self.instances)}
+
     def inserted(self) -> list[dict[str, Any]]:
         """The instance bodies of every insert request received, in order."""
         return [r.body for r in self.requests
@@ -326,7 +339,7 @@ class FakeGoogleCloud:
         """Operations run in the background: each is DONE by the request after the one that
         started it (so a delete the caller does not wait for still completes)."""
         for key, born in list(self._op_born.items()):
-            if born < self._request_no:
+            if born < self._request_no and not self._running_still(key):
                 del self._op_born[key]
                 self._finish(*key)
 
@@ -335,12 +348,40 @@ class FakeGoogleCloud:
         if op is None:
             raise _not_found(f"The resource 'projects/{self.project}/zones/{zone}/operations/"
                              f"{name}' was not found")
+        if self._running_still((zone, name)):
+            return op
         action = self._pending_ops.pop((zone, name), None)
         if op["status"] != "DONE":
             if callable(action):
                 action(op)
             op.update(status="DONE", progress=100, endTime=_now_rfc3339())
         return op
+
+    def _running_still(self, key: tuple[str, str]) -> bool:
+        """Whether a slow insert operation (``insert_delay_s``) has yet to end."""
+        ready_at = self._op_ready_at.get(key)
+        if ready_at is None:
+            return False
+        if time.monotonic() < ready_at:
+            return True
+        del self._op_ready_at[key]
+        return False
+
+    def _slow(self, zone: str, op: dict[str, Any]) -> dict[str, Any]:
+        if self.insert_delay_s > 0:
+            self._op_ready_at[(zone, op["name"])] = time.monotonic() + self.insert_delay_s
+        return op
+
+    def wait_time(self, path: str) -> float:
+        """How long an operation ``wait`` on ``path`` blocks: until a slow insert ends, at
+        most two minutes (Compute Engine's limit), else not at all."""
+        m = re.fullmatch(r"/compute/v1/projects/[^/]+/zones/([^/]+)/operations/([^/]+)/wait",
+                         path)
+        if not m:
+            return 0.0
+        with self.lock:
+            ready_at = self._op_ready_at.get((unquote(m.group(1)), unquote(m.group(2))))
+        return 0.0 if ready_at is None else min(120.0, max(0.0, ready_at - time.monotonic()))
 
     def _take_injection(self, machine_type: str, zone: str) -> Injection | None:
         for inj in self._injections:
@@ -392,7 +433,7 @@ class FakeGoogleCloud:
                           httpErrorMessage=_HTTP_REASONS.get(status, "ERROR"))
 
             self._pending_ops[(zone, op["name"])] = fail
-            return op
+            return self._slow(zone, op)
         zone_url = f"{COMPUTE_BASE}/projects/{project}/zones/{zone}"
         inst = json.loads(json.dumps(body))
         inst.update(
@@ -407,10 +448,17 @@ class FakeGoogleCloud:
             inst["metadata"]["fingerprint"] = "Zm9vYmFy"
         self.instances[(zone, name)] = inst
         self._reads_left[(zone, name)] = self.boot_reads
-        return self._new_operation(zone, "insert", inst)
+        op = self._slow(zone, self._new_operation(zone, "insert", inst))
+        self._creating[(zone, name)] = (zone, op["name"])
+        return op
 
     def _read_instance(self, zone: str, name: str) -> dict[str, Any]:
         inst = self.instances[(zone, name)]
+        creating = self._creating.get((zone, name))
+        if creating is not None:
+            if self.operations[creating]["status"] != "DONE":
+                return inst   # PROVISIONING until its insert operation is done
+            del self._creating[(zone, name)]
         left = self._reads_left.get((zone, name))
         if left is not None:
             if left <= 0 and inst["status"] in ("PROVISIONING", "STAGING"):
@@ -731,6 +779,8 @@ class FakeGoogleCloud:
                 body = json.loads(raw)
             except ValueError:
                 return 400, http_error_body(400, "Invalid JSON payload received.", "parseError"), {}
+        if method == "POST" and (blocked := self.wait_time(split.path)):
+            time.sleep(blocked)   # outside the lock: other calls go on meanwhile
         with self.lock:
             self._request_no += 1
             self._settle()

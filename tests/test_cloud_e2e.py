@@ -5,11 +5,14 @@ real user data, so a real ``elastune worker`` reads the broker password from SSM
 bundle and checkpoints from S3, and registers under its instance id. Shown here: the cluster
 follows the stored plan; a spot instance taken back mid-segment costs only that segment, which
 resumes from its checkpoint on another VM; the sweep ends under both budgets; and no instance
-stays up afterwards, whether the sweep finished, was stopped, or lost its controller.
+stays up afterwards, whether the sweep finished, was stopped, or lost its controller. On GCP
+(the local Compute endpoint, tests/gce_server.py), a slow VM launch leaves the controller
+dispatching and watching the cost budget.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -29,7 +32,7 @@ from tests.aws_server import (  # noqa: F401 - the fixtures aws, aws_env, aws_se
     aws_fixture,
     aws_server_fixture,
 )
-from tests.cloud_vms import Vms
+from tests.cloud_vms import GCE_GONE, GceVms, Vms
 from tuner import tune
 from tuner._store import Store
 from worker._embedded import EmbeddedRedis
@@ -388,3 +391,99 @@ def test_a_resumed_cloud_sweep_adopts_the_vms_its_killed_controller_left(cloud, 
     # Nothing stays up.
     assert _live_instances(aws) == []
     assert vms.wait_all_gone(30)
+
+
+def test_a_slow_gcp_launch_leaves_dispatch_and_the_cost_budget_running(tmp_path, monkeypatch):
+    """Two VMs up, then one is lost and its replacement takes a minute to create: segments go
+    on finishing on the VM that is up meanwhile, and the budget, which runs out during the
+    launch, stops the sweep on time; the late VM is terminated once its launch returns."""
+    pytest.importorskip("google.cloud.compute_v1")
+    from google.api_core.retry import Retry
+    from google.auth.credentials import AnonymousCredentials
+
+    import cloud
+    from budgets import PriceBook
+    from tests.gce_server import FakeGoogleCloud
+
+    project, machine, delay = "e2e-project", "g2-standard-4", 60.0
+    per_s = PriceBook().get("gcp", machine, "us-central1").hourly(False) / 3600.0
+    # Both first VMs' 60 s minimums and the replacement's fit (180 s at most, launched within
+    # 70 s of the start); the reaction time's look-ahead (30 s) passes the budget 60-70 s in,
+    # while the replacement is still being created.
+    budget = round(220 * per_s, 6)
+    exp = tmp_path / "exp"
+    out: dict = {}
+    with FakeGoogleCloud(project) as fake, EmbeddedRedis() as redis_server:
+        monkeypatch.setattr(cloud, "GcpProvider", functools.partial(
+            cloud.GcpProvider, api_endpoint=fake.url, credentials=AnonymousCredentials(),
+            retry=Retry(initial=0.05, maximum=0.5, multiplier=2, timeout=30)))
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake.url)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", project)
+        vms = GceVms(fake, tmp_path / "vms")
+        sweep = {
+            "name": "gcp-slow-launch", "trainable": "tests.trainables:quadratic",
+            "metric": "score", "mode": "max",
+            "space": {"x": {"uniform": [0.0, 1.0]}, "sleep": {"choice": [0.5]}},
+            "scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9,
+                          "reduction_factor": 3},
+            "num_trials": 81, "seed": 7,
+            "provider": {"type": "gcp", "project": project, "zone": "us-central1-a",
+                         "machine_types": [machine], "storage": "gs://elastune-e2e/runs",
+                         "scaling": "static", "workers": 2, "register_timeout_s": 60.0},
+            "profile": {"seconds_per_step": 0.5, "boot_s": 3.0},
+        }
+
+        def run() -> None:
+            try:
+                out["result"] = tune(sweep, time_budget="150s", cost_budget=budget,
+                                     experiment_dir=exp, broker_url=redis_server.address.url)
+            except BaseException as exc:  # surfaced by the assertions below
+                out["error"] = exc
+
+        def done_segments() -> int:
+            if not _segments_running(exp, 0):
+                return 0
+            store = Store(exp, readonly=True)
+            try:
+                return sum(s["state"] == "done" for s in store.segments())
+            finally:
+                store.close()
+
+        controller = threading.Thread(target=run)
+        controller.start()
+        try:
+            _wait(lambda: len(vms.running()) == 2 and done_segments() >= 3, 120,
+                  "two VMs up and segments done")
+            fake.insert_delay_s = delay          # from now on a VM takes a minute to create
+            lost = sorted(vm.instance_id for vm in vms.running())[-1]
+            fake.set_status(lost, "TERMINATED")  # stopped under the sweep: it is replaced
+            _wait(lambda: len(fake.inserted()) == 3, 30, "the replacement's insert")
+            asked = time.time()
+            controller.join(timeout=240)
+        finally:
+            vms.close()
+        assert not controller.is_alive(), "the sweep did not end"
+        assert "error" not in out, out.get("error")
+        left = {n: i["status"] for n, i in fake.read_instances().items()
+                if i["status"] not in GCE_GONE}
+    result = out["result"]
+    store = Store(exp, readonly=True)
+    assert store.experiment()["message"] == "budget"
+    assert result.budget_respected and result.spend_usd <= budget
+    # While the replacement was being created, the VM that was up kept getting work.
+    meanwhile = [s for s in store.segments() if s["state"] == "done"
+                 and asked <= s["submitted_at"] and s["finished_at"] < asked + delay]
+    started = store.experiment()["started_at"]
+    print("replacement asked at", round(asked - started, 1), "s; sweep ended at",
+          round(store.experiment()["finished_at"] - started, 1), "s; spend", result.spend_usd,
+          "of", budget, "; segments done meanwhile", len(meanwhile))
+    assert len(meanwhile) >= 2, f"{len(meanwhile)} segments ran during the slow launch"
+    # The budget stopped dispatch before the launch came back...
+    assert max(s["submitted_at"] for s in store.segments()) < asked + delay - 1
+    # ...and the VM it brought was terminated (nothing left running, in GCE or the store).
+    instances = store.instances()
+    assert len(instances) == 3 and all(i["terminated_at"] for i in instances)
+    late = max(instances, key=lambda i: i["launched_at"])
+    assert late["terminated_at"] >= asked + delay - 1
+    assert not left, left
+    assert not vms.errors

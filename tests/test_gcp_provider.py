@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,34 @@ def test_terminate_then_list_and_unknown_names(fake):
 
     assert provider.terminate(["elastune-never-launched-1234"]) == []
     assert provider.terminate([drop.instance_id])[0].state == InstanceState.TERMINATED
+
+
+def test_a_launch_creates_its_vms_concurrently(fake):
+    provider = make(fake)
+    fake.insert_delay_s = 1.0           # each insert operation runs 1 s
+    started = time.monotonic()
+    [one] = provider.launch(1, L4, tags={"experiment": "e"})
+    assert time.monotonic() - started >= 1.0     # a launch waits for its operation
+    started = time.monotonic()
+    five = provider.launch(5, L4, tags={"experiment": "e"})
+    took = time.monotonic() - started
+    assert len({i.instance_id for i in five}) == 5
+    # Five 1 s operations waited for side by side, not one after another (>= 5 s).
+    assert took < 3.0, f"5 VMs took {took:.1f} s"
+    ops = [op for op in fake.operations.values() if op["operationType"] == "insert"]
+    assert len(ops) == 6 and all(op["status"] == "DONE" for op in ops)
+    assert {i.instance_id for i in provider.list("e")} == {one.instance_id} | {
+        i.instance_id for i in five}
+
+
+def test_a_concurrent_launch_returns_what_it_got_and_falls_back(fake):
+    provider = make(fake)
+    fake.insert_delay_s = 0.3
+    fake.fail_inserts("stockout", times=2, machine_type=L4, zone=ZONES[0])
+    got = provider.launch(4, L4, tags={"experiment": "e"})
+    # Those that stocked out in the first zone went on to the next: four VMs, none lost.
+    assert len(got) == 4 and {i.zone for i in got} <= set(ZONES)
+    assert {i.instance_id for i in provider.list("e")} == {i.instance_id for i in got}
 
 
 # -- fallbacks and errors ---------------------------------------------------------------------

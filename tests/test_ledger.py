@@ -71,3 +71,21 @@ def test_an_adopted_instance_is_billed_once_across_runs():
     led.close("i-1", 250.0)
     assert led.spent(999.0) == pytest.approx(billed(price, 250.0))
     assert led.instance_cost("i-1", 999.0) == pytest.approx(0.25 - 0.06)   # this run's part
+
+
+def test_a_launch_under_way_counts_from_when_it_was_asked_for():
+    price = 3.6                                  # 0.001 $/s, 60 s minimum: 0.06
+    led = Ledger(budget_usd=0.2)
+    led.open("i-1", price, 0.0)
+    led.expect("launch-1", price, 2, 10.0)       # two more asked for at t=10
+    assert led.running() == ["i-1"]              # not instances yet
+    assert led.spent(20.0) == pytest.approx(0.18)
+    assert led.committed(20.0) == pytest.approx(0.18)
+    assert not led.can_launch(price, 20.0)       # a fourth minimum would pass 0.2
+    assert not led.must_stop(20.0, reaction_s=40.0)   # 60 + 2 x 60 s by then: 0.18
+    assert led.must_stop(20.0, reaction_s=60.0)       # 80 + 2 x 70 s by then: 0.22
+    # It returned with one instance: that one bills from its launch, the other never existed.
+    led.settle("launch-1")
+    led.open("i-2", price, 12.0)
+    assert led.spent(20.0) == pytest.approx(0.12)
+    assert led.can_launch(price, 20.0)

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,17 @@ class _Running:
 
 
 @dataclass
+class _Launching:
+    """A launch running on the launcher thread (a provider whose launch waits on the cloud);
+    the ledger counts its instances from ``asked_at`` until it returns."""
+
+    future: Future[list[Instance]]
+    count: int
+    spot: bool
+    asked_at: float
+
+
+@dataclass
 class Outcome:
     state: str                       # finished | stopped | failed
     reason: str                      # done | deadline | budget | interrupted | error | storage
@@ -202,6 +214,9 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._last_scale = -math.inf
         self._launch_backlog = 0
+        self._launching: dict[str, _Launching] = {}   # by ledger key
+        self._launches = 0
+        self._launcher: ThreadPoolExecutor | None = None
         self._retry_launch_at = math.inf
         self._launch_backoff_s = 10.0
         self._started_at = 0.0
@@ -250,6 +265,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 if self._fatal is not None:
                     state, reason, message = "failed", "storage", self._fatal
                     break
+                if self._launching:
+                    self._fold_launches(now)
                 self._check_boot(now)
                 self._dispatch(now)
                 if self.reallocation is not None and self._starved:
@@ -309,16 +326,37 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             if required:
                 raise RuntimeError("the cost budget does not cover one worker's billing minimum")
             return
+        tags = {"experiment": self.spec.experiment_id}
+        if self.provider.blocking_launch:
+            # Booting VMs takes the cloud minutes: the loop goes on dispatching and watching
+            # the budget, which counts these instances from now (the cloud may bill them
+            # before the call returns); _fold_launches takes up what it started.
+            if self._launcher is None:
+                self._launcher = ThreadPoolExecutor(max_workers=4,
+                                                    thread_name_prefix="elastune-launch")
+            self._launches += 1
+            key = f"launch-{self._launches}"
+            self.ledger.expect(key, price, affordable, now)
+            future = self._launcher.submit(self.provider.launch, affordable,
+                                           self.spec.instance_type, spot, tags=tags)
+            self._launching[key] = _Launching(future, affordable, spot, now)
+            return
         try:
             launched = self.provider.launch(affordable, self.spec.instance_type, spot,
-                                            tags={"experiment": self.spec.experiment_id})
+                                            tags=tags)
         except (CapacityError, QuotaError, ThrottledError):
-            # No capacity or quota now (the provider has tried its other types and zones), or
-            # the cloud throttles us: try again later, backing off, while the deadline allows.
-            self._launch_backlog += affordable
-            self._retry_launch_at = now + self._launch_backoff_s
-            self._launch_backoff_s = min(self._launch_backoff_s * 2, 300.0)
+            self._launch_failed(affordable, now)
             return
+        self._launched(launched)
+
+    def _launch_failed(self, count: int, now: float) -> None:
+        # No capacity or quota now (the provider has tried its other types and zones), or
+        # the cloud throttles us: try again later, backing off, while the deadline allows.
+        self._launch_backlog += count
+        self._retry_launch_at = now + self._launch_backoff_s
+        self._launch_backoff_s = min(self._launch_backoff_s * 2, 300.0)
+
+    def _launched(self, launched: list[Instance]) -> None:
         self._launch_backoff_s = 10.0
         for inst in launched:
             self.instances[inst.instance_id] = inst
@@ -326,6 +364,49 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self._booting.add(inst.instance_id)
             self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
             self.store.upsert_instance(inst)
+
+    def _fold_launches(self, now: float) -> None:
+        """Take up the launches that have returned: their instances boot from now on (and are
+        billed from their launch); a launch without capacity is retried later, backing off;
+        any other launch error ends the sweep, as an inline launch's would."""
+        for key, launch in list(self._launching.items()):
+            if not launch.future.done():
+                continue
+            del self._launching[key]
+            self.ledger.settle(key)
+            try:
+                launched = launch.future.result()
+            except (CapacityError, QuotaError, ThrottledError):
+                self._launch_failed(launch.count, now)
+                continue
+            self._launched(launched)
+
+    def _in_flight(self) -> int:
+        """Instances asked for whose launch has not returned yet."""
+        return sum(launch.count for launch in self._launching.values())
+
+    def _end_launches(self) -> None:
+        """At shutdown: launches not started are cancelled; those under way are waited for,
+        and what they started is taken up so that it is terminated with the rest."""
+        for key, launch in list(self._launching.items()):
+            if launch.future.cancel():
+                del self._launching[key]
+                self.ledger.settle(key)
+        if self._launching:
+            log.info("waiting for %d launch(es) under way, to terminate what they start",
+                     len(self._launching))
+        for key, launch in list(self._launching.items()):
+            del self._launching[key]
+            try:
+                launched = launch.future.result()
+            except Exception as exc:  # noqa: BLE001 - nothing started: nothing to end
+                log.warning("a launch under way at shutdown failed: %s", exc)
+                launched = []
+            self.ledger.settle(key)
+            self._launched(launched)
+        if self._launcher is not None:
+            self._launcher.shutdown(wait=True)
+            self._launcher = None
 
     def _check_boot(self, now: float) -> None:
         stuck = []
@@ -825,24 +906,33 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         assert self.scaling is not None
         live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
         busy = {run.instance_id for run in self.running.values()}
-        view = ScaleView(now=now, live=len(live), busy=len(busy & set(live)),
+        # Launches under way count as booting instances: the policy sees the cluster as it will
+        # be, and reconcile asks for no instance twice.
+        view = ScaleView(now=now, live=len(live) + self._in_flight(),
+                         busy=len(busy & set(live)),
                          starved=self._starved, queued=self._queued, stage=self._stage,
                          elapsed_s=now - self._started_at, next_work_s=self._next_work_s(now),
                          cuts_stages=getattr(self.replanner, "cost_budget_usd", None) is not None)
         target = self.scaling.target(view)
         leaving: list[str] = []
-        if self.spec.spot_policy is not None and not self._spot_now(now):
+        on_demand_now = self.spec.spot_policy is not None and not self._spot_now(now)
+        if on_demand_now:
             # On-demand from now on: the spot instances finish what they run and go; the
             # target is met with on-demand ones.
             leaving = [i for i in live if self.instances[i].spot]
             live = [i for i in live if not self.instances[i].spot]
         nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
                  for i in live]
-        decision = reconcile(target, nodes, now, billing_minimum_s=self.ledger.minimum_s)
+        coming = [Node(f"{key}/{n}", launch.asked_at, False, False)
+                  for key, launch in self._launching.items() for n in range(launch.count)
+                  if not (on_demand_now and launch.spot)]
+        decision = reconcile(target, nodes + coming, now,
+                             billing_minimum_s=self.ledger.minimum_s)
         drain = [*decision.drain, *(i for i in leaving if i in busy)]
         self._draining = set(drain)
         idle_drained = [i for i in drain if i not in busy]
-        gone = [*decision.terminate, *idle_drained,
+        # (a launch under way cannot be cut short: a surplus it brings goes once it is up)
+        gone = [*(i for i in decision.terminate if i in self.instances), *idle_drained,
                 *(i for i in leaving if i not in busy)]
         if gone:
             self._terminate(gone, now)
@@ -989,13 +1079,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     self._sync_state(trial, now)   # pruned, whatever it was still training
                 else:
                     self._set_trial_state(trial, "stopped", now)
-        live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
-        if live:
-            for inst in self.provider.terminate(live):
-                self.instances[inst.instance_id] = inst
-                end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
-                self.ledger.close(inst.instance_id, end)
-                self.store.upsert_instance(inst, self._instance_cost(inst.instance_id, end))
+        self._terminate_live()
+        if self._launching or self._launcher is not None:
+            # (after the rest is terminated: no instance bills while these are waited for)
+            self._end_launches()
+            self._terminate_live()
         end = self.clock.now()
         self.scheduler.finalize()
         for trial in self.trials.values():
@@ -1017,6 +1105,15 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self.observer(self.snapshot(end))
         self.executor.close()
         return end
+
+    def _terminate_live(self) -> None:
+        live = [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
+        if live:
+            for inst in self.provider.terminate(live):
+                self.instances[inst.instance_id] = inst
+                end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
+                self.ledger.close(inst.instance_id, end)
+                self.store.upsert_instance(inst, self._instance_cost(inst.instance_id, end))
 
     # -- views ------------------------------------------------------------------------------
     def best(self) -> tuple[str, float] | None:
