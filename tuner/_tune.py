@@ -31,6 +31,7 @@ from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
     cheapest_hourly,
+    check_time_budget,
     late_only,
     plan_for,
     plan_instance,
@@ -82,6 +83,15 @@ def tune(
     ``broker_url`` (default: an embedded Redis on a private unix socket) must carry a password,
     and use TLS (``rediss://``) unless it is a unix socket or a loopback address;
     ``insecure_broker=True`` accepts one that does not (see ``worker._broker.check_broker``).
+
+    A time budget shorter than the profile says one segment of the first rung takes (a
+    worker's boot included) is bad input: ConfigError on ``budget.time``. A sweep that fails
+    is returned, not raised (as Ray Tune's ``Tuner.fit`` returns its errors in the result):
+    ``result.state == "failed"`` and ``result.message`` says why, when its trainable reports
+    without the sweep's metric (the sweep stops at that first report), or when its trials
+    fail and none produces a value (it stops once its first max(3, 10 %) trials have all
+    failed for good, see ``tuner._failures``). Some trials failing among others that
+    produce values is a finished sweep.
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
@@ -103,6 +113,7 @@ def tune(
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
+    check_time_budget(sweep, "budget.time")
     plan = plan_for(sweep)
     chosen = (sweep.num_trials is None and sweep.sampler != "grid"
               and (plan.feasible or late_only(sweep, plan))
@@ -172,6 +183,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             sweep = load_sweep(stored, **overrides)
             prior_usd, elapsed_s = _used_so_far(store, exp)
             _check_room(sweep, prior_usd, elapsed_s)
+            check_time_budget(sweep, "time_budget", elapsed_s)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
@@ -311,7 +323,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         cost_budget_usd=sweep.cost_budget_usd, wall_s=status["wall_s"],
         time_budget_s=sweep.time_budget_s, deadline_met=bool(status["deadline_met"]),
         budget_respected=status["budget_respected"], plans=store.plans(),
-        dispatch_latencies_s=outcome.dispatch_latencies_s, status=status)
+        dispatch_latencies_s=outcome.dispatch_latencies_s, status=status,
+        message=status["message"])
     store.close()
     return result
 
