@@ -166,10 +166,12 @@ def _mutations(python: bool):
         _m(("space",), space | st.just(DELETE), "sampler"),
         _m(("space", "x"), entry, "sampler", "space"),  # grid next to sampled: either named
         _m(("space", "h"), entry | st.just(DELETE), "sampler", "space"),
-        _m(("scheduler",), _scheduler_values | st.just(DELETE)),
+        # (a first rung, or a profile, too long for the time budget is refused on it)
+        _m(("scheduler",), _scheduler_values | st.just(DELETE), "budget"),
         _m(("scheduler", "type"), st.sampled_from(["sha", "hyperband", "ASHA", "pbt", "", DELETE])
            | _wrong_type),
-        _m(("scheduler", "min_resource"), _ints | st.just(DELETE), "scheduler.max_resource"),
+        _m(("scheduler", "min_resource"), _ints | st.just(DELETE), "scheduler.max_resource",
+           "budget"),
         _m(("scheduler", "max_resource"), _ints | st.just(DELETE)),
         _m(("scheduler", "reduction_factor"), _ints | st.just(DELETE)),
         _m(("num_trials",), _ints | _wrong_type | st.just(DELETE)),
@@ -199,7 +201,7 @@ def _mutations(python: bool):
         _m(("provider", "subnet_ids"), st.sampled_from([{"a": 1}, {"a": "s"}, [], {1: "s"}])),
         _m(("provider", "scaling"), st.sampled_from(["plan", "static", "auto", None, 1])),
         _m(("provider", "colour"), _numbers),
-        _m(("profile",), _profile_values, "gpus_per_trial", "provider"),
+        _m(("profile",), _profile_values, "gpus_per_trial", "provider", "budget"),
         _m(("segment_timeout",), _numbers | st.sampled_from(BAD_DURATIONS) | _wrong_type),
         _unknown_keys.flatmap(lambda key: _m((key,), _numbers | _safe_text)),
         _m(("scheduler",), _unknown_keys.flatmap(

@@ -61,6 +61,8 @@ BAD = {
         "provider.storage"),
     "budget below one billing minimum": (GOOD.replace("cost: 1.0", "cost: 0.001"),
                                          "budget.cost"),
+    "time budget shorter than one segment": (GOOD.replace("time: 2m", "time: 1s"),
+                                             "budget.time"),
 }
 
 
@@ -207,3 +209,109 @@ def test_a_killed_controller_leaves_no_worker_or_broker_behind(tmp_path):
                  and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
         time.sleep(0.2)
     assert not alive, f"still running after the controller died: {alive}"
+
+
+def _cli(*args, cwd=ROOT, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_time_budget_too_short_for_one_segment_is_refused_before_anything(tmp_path, capsys,
+                                                                            monkeypatch):
+    # The default local profile: a worker boots in 2 s, a step takes 1 s; the first rung is
+    # one step. 1 s cannot run it: exit 2 on budget.time with the 3 s it needs, no directory,
+    # nothing billed.
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("time: 2m", "time: 1s"))
+    run = _cli("run", sweep, "--json", "--dir", tmp_path / "out" / "exp", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == ""
+    assert "budget.time" in run.stderr and "needs at least 3 s" in run.stderr, run.stderr
+    assert "profile.seconds_per_step" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()
+    monkeypatch.chdir(tmp_path)                             # the default root: no new entry
+    monkeypatch.syspath_prepend(str(ROOT))
+    assert main(["run", str(sweep)]) == 2
+    assert "needs at least 3 s" in capsys.readouterr().err
+    assert not (tmp_path / "experiments").exists()
+
+
+def test_plan_reports_a_time_budget_too_short_for_one_segment(tmp_path, capsys):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("time: 2m", "time: 1s"))
+    assert main(["plan", str(sweep), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["feasible"] is False
+    assert doc["reason"].startswith("budget.time: ") and "needs at least 3 s" in doc["reason"]
+    assert main(["plan", str(sweep)]) == 0
+    assert "run refuses this sweep (exit status 2, budget.time)" in capsys.readouterr().out
+    assert main(["plan", str(sweep), "--time-budget", "3s", "--json"]) == 0
+    assert "needs at least" not in (json.loads(capsys.readouterr().out)["reason"] or "")
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_every_trial_fails_exits_1_and_says_why(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("tests.trainables:quadratic", "tests.trainables:broken")
+                     .replace("num_trials: 4", "num_trials: 12\nmax_failures: 1"))
+    exp = tmp_path / "exp"
+    run = _cli("run", sweep, "--json", "--dir", exp)
+    assert run.returncode == 1, run.stderr
+    doc = json.loads(run.stdout)                          # still one JSON object on stdout
+    assert run.stdout.strip().count("\n") == 0
+    assert doc["state"] == "failed" and doc["best"] is None
+    # Given up after its first 3 trials failed (each tried twice), not run to its 12; those
+    # in flight then were stopped.
+    t = doc["trials"]
+    assert t["failed"] >= 3 and t["completed"] == 0 and t["total"] < 12, t
+    message = doc["message"]
+    assert "the first 3 trials failed" in message and "'score'" in message
+    # The first failure's exception type, message and last traceback lines.
+    assert "FileNotFoundError: no data set at /nowhere/train.csv" in message
+    assert "in _load_rows" in message and "trainables.py" in message
+    assert "error: the sweep failed: " in run.stderr
+    assert "FileNotFoundError: no data set at /nowhere/train.csv" in run.stderr
+    status = _cli("status", exp, "--json", timeout=60)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout) == doc
+    human = _cli("run", sweep, "--dir", tmp_path / "again")
+    assert human.returncode == 1 and "failed" in human.stdout
+    assert "FileNotFoundError: no data set at" in human.stderr
+
+
+@pytest.mark.slow
+def test_a_sweep_reporting_another_metric_name_stops_at_once_and_exits_1(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("tests.trainables:quadratic", "tests.trainables:misnamed")
+                     .replace("x: {uniform: [0.0, 1.0]}", "sleep: 0.5")
+                     .replace("max_resource: 3", "max_resource: 27")
+                     .replace("num_trials: 4", "num_trials: 20"))
+    exp = tmp_path / "exp"
+    run = _cli("run", sweep, "--json", "--dir", exp)
+    assert run.returncode == 1, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["state"] == "failed" and doc["best"] is None
+    message = doc["message"]
+    assert "'score'" in message and "'acc'" in message and "'loss'" in message, message
+    assert "error: the sweep failed: " in run.stderr and "'acc'" in run.stderr
+    # Stopped at the first report: no trial started after the first two (one a worker),
+    # workers released well before the 2 minute budget.
+    assert doc["trials"]["total"] <= 2
+    assert doc["wall_s"] < 30
+    status = _cli("status", exp, "--json", timeout=60)
+    assert json.loads(status.stdout)["state"] == "failed"
+    assert json.loads(status.stdout)["message"] == message
+
+
+@pytest.mark.slow
+def test_a_sweep_where_some_trials_fail_and_others_score_finishes(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(GOOD.replace("tests.trainables:quadratic", "tests.trainables:failing")
+                     .replace("x: {uniform: [0.0, 1.0]}", "fail_at: {grid: [1, 99]}")
+                     .replace("num_trials: 4\n", "max_failures: 0\n"))
+    run = _cli("run", sweep, "--json", "--dir", tmp_path / "exp")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["state"] == "finished" and doc["message"] is None
+    assert doc["trials"]["failed"] == 1 and doc["best"]["params"] == {"fail_at": 99}

@@ -189,6 +189,12 @@ def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
         assert steps == sorted(set(steps))
     with pytest.raises(ConfigError, match="time_budget"):
         resume(exp, time_budget=1.0)
+    # 1 s left: shorter than a worker's boot and one first-rung step by the profile (3 s).
+    with pytest.raises(ConfigError, match="needs at least 3 s") as short:
+        resume(exp, time_budget=more.wall_s + 1.0)
+    assert short.value.field == "time_budget"
+    assert Store(exp, readonly=True).experiment()["wall_s"] == pytest.approx(more.wall_s,
+                                                                      abs=1e-3)
 
 
 def test_a_trial_sampled_but_never_journaled_is_sampled_again_on_resume(tmp_path):

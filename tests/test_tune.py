@@ -196,11 +196,75 @@ def test_a_failing_trainable_is_retried_then_failed_and_the_sweep_goes_on(tmp_pa
                    max_failures=1, scheduler={"type": "asha", "min_resource": 3,
                                               "max_resource": 9, "reduction_factor": 3})
     result = tune(sweep, time_budget="1m", cost_budget=None, experiment_dir=tmp_path / "exp")
-    assert result.state == "finished"
+    # Every trial failed and none produced a value: the sweep failed (it is no success).
+    assert result.state == "failed"
+    assert "RuntimeError: boom at step 2" in result.message
     assert list(result.trials["state"]) == ["failed"] * 3
     assert (result.trials["failures"] == 2).all()          # the first try and one retry
     assert all("boom at step 2" in e for e in result.trials["error"])
     assert result.best_value is None
+
+
+def test_a_sweep_whose_every_trial_fails_is_given_up_as_failed(tmp_path):
+    sweep = _sweep(trainable="tests.trainables:broken", num_trials=27, max_failures=1)
+    result = tune(sweep, time_budget="1m", cost_budget=1.0, experiment_dir=tmp_path / "exp")
+    assert result.state == "failed" and result.status["state"] == "failed"
+    assert result.best_value is None and result.best_params is None
+    # Its first 3 trials failed for good (tried twice each) with no value anywhere: stopped
+    # there, not after trying all 27.
+    assert 3 <= len(result.trials) < 27
+    assert (result.trials["state"] == "failed").sum() >= 3
+    assert "completed" not in set(result.trials["state"])   # those in flight were stopped
+    assert result.message == result.status["message"]
+    assert result.message.startswith("no trial produced a value: the first 3 trials failed")
+    assert "FileNotFoundError: no data set at /nowhere/train.csv" in result.message
+    assert "in _load_rows" in result.message
+    assert Store(tmp_path / "exp", readonly=True).experiment()["state"] == "failed"
+
+
+def test_a_sweep_is_given_up_early_only_while_no_trial_has_a_value():
+    from tuner._failures import fail_fast_at, nothing_but_failures
+
+    assert [fail_fast_at(n) for n in (1, 2, 3, 27, 100)] == [1, 2, 3, 3, 10]
+    first3 = [(1, "failed", False), (2, "failed", False), (3, "failed", False)]
+    assert nothing_but_failures([*first3, (4, "running", False)], first=3) == [1, 2, 3]
+    # Another trial has a value, or ended without failing: some bad regions of the space.
+    assert nothing_but_failures([*first3, (4, "running", True)], first=3) is None
+    assert nothing_but_failures([*first3, (4, "pruned", False)], first=3) is None
+    assert nothing_but_failures([(1, "failed", False), (2, "running", False),
+                                 (3, "failed", False), (4, "failed", False)], first=3) is None
+    assert nothing_but_failures([(1, "failed", True), (2, "stopped", False)]) == [1]
+    assert nothing_but_failures([(1, "stopped", False)]) is None      # no error: not failed
+
+
+def test_a_report_without_the_sweeps_metric_stops_the_sweep_as_failed(tmp_path):
+    sweep = _sweep(trainable="tests.trainables:misnamed", metric="accuracy",
+                   space={"sleep": 0.5}, num_trials=27,
+                   scheduler={"type": "asha", "min_resource": 3, "max_resource": 27,
+                              "reduction_factor": 3})
+    result = tune(sweep, time_budget="2m", cost_budget=1.0, experiment_dir=tmp_path / "exp")
+    assert result.state == "failed"
+    assert "'accuracy'" in result.message and "'acc'" in result.message, result.message
+    # At the first report: no trial started after the first two (one a worker), none ran
+    # on to its rung, every worker terminated.
+    assert len(result.trials) <= 2
+    assert (result.trials["last_step"] < 3).all()
+    assert result.wall_s < 30
+    store = Store(tmp_path / "exp", readonly=True)
+    assert all(i["state"] == "terminated" for i in store.instances())
+
+
+def test_a_time_budget_too_short_for_one_segment_is_refused(tmp_path):
+    from tuner import ConfigError
+
+    # Boot 2 s, then 3 steps at 1 s each: 5 s at least.
+    sweep = _sweep(scheduler={"type": "asha", "min_resource": 3, "max_resource": 9,
+                              "reduction_factor": 3})
+    with pytest.raises(ConfigError) as err:
+        tune(sweep, time_budget="4s", cost_budget=1.0, experiment_dir=tmp_path / "exp")
+    assert err.value.field == "budget.time"
+    assert "needs at least 5 s" in str(err.value) and "profile.boot_s" in str(err.value)
+    assert not (tmp_path / "exp").exists()
 
 
 def test_nan_and_infinite_values_rank_last(tmp_path):

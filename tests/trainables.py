@@ -104,3 +104,22 @@ def disk_filler(params, ctx):
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
     ctx.checkpoint({"at": ctx.current_step, "pad": "x" * 4096})
+
+
+def _load_rows(path):
+    raise FileNotFoundError(f"no data set at {path}")
+
+
+def broken(params, ctx):
+    """Fails in every trial before its first report: a data set that is not there."""
+    for step in ctx.steps():
+        _load_rows(params.get("data", "/nowhere/train.csv"))
+        ctx.report(step, score=0.0)
+
+
+def misnamed(params, ctx):
+    """Reports ``acc`` and ``loss``: a sweep whose metric is another name gets no value."""
+    for step in ctx.steps():
+        time.sleep(float(params.get("sleep", 0.0)))
+        ctx.report(step, acc=0.5 + step / 100.0, loss=1.0 / step)
+    ctx.checkpoint({"at": ctx.current_step})

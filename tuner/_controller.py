@@ -35,6 +35,12 @@ from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, rec
 from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
 from tuner._deadline_policy import DeadlinePolicyMixin, recent_median
 from tuner._executor import Executor
+from tuner._failures import (
+    fail_fast_at,
+    failures_message,
+    nothing_but_failures,
+    wrong_metric_message,
+)
 from tuner._plan_following import CALIBRATION_KEY, PlanningMixin
 from tuner._sampling import Sampler
 from tuner._store import Store
@@ -226,6 +232,9 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._last_notice_check = -math.inf
         self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
         self._fatal: str | None = None     # why the sweep cannot go on (storage full)
+        # A report without the sweep's metric: why the sweep stops as failed at once.
+        self._wrong_metric: str | None = None
+        self._failed_early = False         # a trial among the first few failed for good
         # Spot VMs the cloud warned it will take back: no new work; their segments were asked
         # to stop and checkpoint (``_evacuating``); a replacement was launched at the notice.
         self._noticed: set[str] = set()
@@ -267,6 +276,15 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     break
                 if self._launching:
                     self._fold_launches(now)
+                if self._wrong_metric is not None:
+                    state, reason, message = "failed", "metric", self._wrong_metric
+                    break
+                if self._failed_early:
+                    self._failed_early = False
+                    why = self._all_failed(first=fail_fast_at(self.scheduler.total_trials))
+                    if why is not None:
+                        state, reason, message = "failed", "failures", why
+                        break
                 self._check_boot(now)
                 self._dispatch(now)
                 if self.reallocation is not None and self._starved:
@@ -289,6 +307,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 wait = min(self.settings.tick_s, max(0.0, deadline - now))
                 self._handle(self.executor.poll(wait))
                 self._tick(self.clock.now())
+            if state == "finished":
+                # Ended with nothing to show but errors: failed, not finished, and loudly.
+                why = self._all_failed()
+                if why is not None:
+                    state, reason, message = "failed", "failures", why
         except KeyboardInterrupt:
             state, reason = "stopped", "interrupted"
         except Exception as exc:
@@ -685,6 +708,10 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     continue
                 run.renewed_at = now
                 value = event.metrics.get(self.spec.metric)
+                if self.spec.metric not in event.metrics and self._wrong_metric is None:
+                    self._wrong_metric = wrong_metric_message(
+                        self.spec.metric, event.trial_id, list(event.metrics))
+                    log.error("stopping the sweep: %s", self._wrong_metric)
                 trial = self.trials[event.trial_id]
                 if value is not None:
                     trial.last_report[event.step] = value
@@ -818,6 +845,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     self.store.journal_add("end", trial.trial_id, trial.step, value, flag=True)
                     self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=True)
                     self.store.update_trial(trial.trial_id, now, error=event.error)
+                    self._failed_early |= trial.number <= fail_fast_at(
+                        self.scheduler.total_trials)
             else:  # lost: infrastructure, not the trainable; offered again
                 self._job_lost(trial.trial_id)
             self._sync_state(trial, now)
@@ -1114,6 +1143,22 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
                 self.ledger.close(inst.instance_id, end)
                 self.store.upsert_instance(inst, self._instance_cost(inst.instance_id, end))
+    def _all_failed(self, first: int | None = None) -> str | None:
+        """Why the sweep failed when its trials failed and none produced a value (with
+        ``first``: trials 1 to ``first`` all failed); None when it did not."""
+        def valued(t: _Trial) -> bool:
+            values = [t.value, *t.last_report.values()]
+            return any(v is not None and math.isfinite(v) for v in values)
+
+        failed = nothing_but_failures(
+            ((t.number, t.state, valued(t)) for t in self.trials.values()), first)
+        if failed is None:
+            return None
+        first_trial = next(t.trial_id for t in self.trials.values() if t.number == failed[0])
+        row = self.store.trial(first_trial) or {}
+        return failures_message(self.spec.metric, len(failed), len(self.trials),
+                                self.spec.max_failures + 1, first, first_trial,
+                                row.get("error"))
 
     # -- views ------------------------------------------------------------------------------
     def best(self) -> tuple[str, float] | None:

@@ -173,6 +173,45 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
                                  "spot_policy": None if policy is None else policy.mode})
 
 
+def shortest_run_s(sweep: SweepConfig) -> tuple[float, str]:
+    """The shortest wall time in which the sweep can run anything by its profile, and what it
+    is made of: a worker's quickest boot, then one segment of the first rung (setup, the first
+    ``min_resource`` steps on one trial's GPUs, checkpoint). A time budget below it ends
+    before a single segment could, while its workers are billed; a longer one that the plan
+    only runs late is accepted (see :func:`late_only`)."""
+    profile = profile_for(sweep)
+    steps, gpus = sweep.scheduler.min_resource, gpus_per_trial(sweep)
+    boot = profile.boot.low
+    segment = profile.segment_seconds(steps, gpus, restore=False)
+    extra = profile.setup_s + profile.first_segment_s + profile.checkpoint_s
+    how = (f"a worker boots in {_seconds(boot)} s (profile.boot_s), then one trial's first "
+           f"rung of {steps} step{'s' if steps != 1 else ''} (scheduler.min_resource) takes "
+           f"{_seconds(segment)} s at the profile's {_seconds(profile.seconds_per_step(gpus))}"
+           f" s a step on {gpus} GPU{'s' if gpus != 1 else ''} (profile.seconds_per_step)"
+           + (f" and {_seconds(extra)} s of setup and checkpoint" if extra else ""))
+    return boot + segment, how
+
+
+def check_time_budget(sweep: SweepConfig, field: str, elapsed_s: float = 0.0) -> None:
+    """ConfigError naming ``field`` when the time budget (less ``elapsed_s``, the earlier runs'
+    wall time of a resumed sweep) is shorter than :func:`shortest_run_s`."""
+    if sweep.time_budget_s is None:
+        return
+    need, how = shortest_run_s(sweep)
+    left = sweep.time_budget_s - elapsed_s
+    if need <= left:
+        return
+    given = (f"the {_seconds(left)} s left of {_seconds(sweep.time_budget_s)} s are too short"
+             if elapsed_s else f"{_seconds(sweep.time_budget_s)} s is too short")
+    raise ConfigError(field, f"{given}: the sweep needs at least {_seconds(need)} s: {how}; "
+                      "give a longer time budget, or a profile with the trainable's real "
+                      "step times")
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def late_only(sweep: SweepConfig, plan: Plan) -> bool:
     """Whether ``plan`` (infeasible) misses only the time budget of a sweep of a given number
     of trials: its fastest plan ends after the deadline but fits the cost budget. Such a sweep

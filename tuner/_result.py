@@ -28,3 +28,4 @@ class TuneResult:
     plans: list[dict[str, Any]] = field(default_factory=list)
     dispatch_latencies_s: list[float] = field(default_factory=list, repr=False)
     status: dict[str, Any] = field(default_factory=dict, repr=False)
+    message: str | None = None           # why the sweep failed (state "failed"), else None

@@ -31,6 +31,7 @@ from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
     cheapest_hourly,
+    check_time_budget,
     late_only,
     plan_for,
     plan_instance,
@@ -83,6 +84,15 @@ def tune(
     ``broker_url`` (default: an embedded Redis on a private unix socket) must carry a password,
     and use TLS (``rediss://``) unless it is a unix socket or a loopback address;
     ``insecure_broker=True`` accepts one that does not (see ``worker._broker.check_broker``).
+
+    A time budget shorter than the profile says one segment of the first rung takes (a
+    worker's boot included) is bad input: ConfigError on ``budget.time``. A sweep that fails
+    is returned, not raised (as Ray Tune's ``Tuner.fit`` returns its errors in the result):
+    ``result.state == "failed"`` and ``result.message`` says why, when its trainable reports
+    without the sweep's metric (the sweep stops at that first report), or when its trials
+    fail and none produces a value (it stops once its first max(3, 10 %) trials have all
+    failed for good, see ``tuner._failures``). Some trials failing among others that
+    produce values is a finished sweep.
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
@@ -105,6 +115,7 @@ def tune(
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
     sweep, source = with_profile(sweep, _root_of(experiment_dir))
+    check_time_budget(sweep, "budget.time")
     sweep, plan, chosen = _shaped(sweep)
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
     _make_dir(exp_dir)
@@ -123,17 +134,23 @@ def tune(
                         observer, insecure_broker=insecure_broker, chosen=chosen)
 
 
-def preview(sweep: SweepConfig, root: str | Path | None = None) -> tuple[Plan, str]:
+def preview(sweep: SweepConfig, root: str | Path | None = None
+            ) -> tuple[Plan, str, str | None]:
     """What ``run`` would plan for ``sweep``, spending nothing: the plan it follows, or for a
     fixed cluster the model's prediction for its ``provider.workers`` workers (what ``run``
-    stores as its plan); and where the plan's step times come from (see
+    stores as its plan); where the plan's step times come from (see
     :func:`tuner._profiles.with_profile`; ``root``: the experiments root, default
-    ``./experiments``)."""
+    ``./experiments``); and why ``run`` would refuse its time budget (None: it would not)."""
     sweep, source = with_profile(sweep, _root_of(None) if root is None else Path(root))
+    try:
+        check_time_budget(sweep, "budget.time")
+        too_short = None
+    except ConfigError as exc:
+        too_short = str(exc)
     sweep, plan, _ = _shaped(sweep)
     if sweep.provider.follows_plan:
-        return plan, source
-    return _fixed_plan(sweep, plan), source
+        return plan, source, too_short
+    return _fixed_plan(sweep, plan), source, too_short
 
 
 def _shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:
@@ -217,6 +234,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
                     _check_room(sweep, prior_usd, elapsed_s)  # a budget given must leave room
                 return _idle_result(sweep, store, exp_dir, exp["id"])
             _check_room(sweep, prior_usd, elapsed_s)
+            check_time_budget(sweep, "time_budget", elapsed_s)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
@@ -404,7 +422,7 @@ def _result(sweep: SweepConfig, store: Store, exp_dir: Path, experiment_id: str,
         cost_budget_usd=sweep.cost_budget_usd, wall_s=status["wall_s"],
         time_budget_s=sweep.time_budget_s, deadline_met=bool(status["deadline_met"]),
         budget_respected=status["budget_respected"], plans=store.plans(),
-        dispatch_latencies_s=latencies, status=status)
+        dispatch_latencies_s=latencies, status=status, message=status["message"])
 
 
 def latest_checkpoint(location: str) -> Path | str | None:

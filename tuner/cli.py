@@ -62,12 +62,20 @@ def run(
         with view:
             result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
                           insecure_broker=insecure, observer=view.update, **overrides)
-        _print_summary(result.status)
-    if result.state == "failed":
-        raise typer.Exit(1)
+        _print_summary(result.status, message=False)
+    _exit_if_failed(result.status)
 
 
-def _print_summary(doc: dict[str, Any]) -> None:
+def _exit_if_failed(doc: dict[str, Any]) -> None:
+    """A failed sweep: why on stderr (stdout keeps its one JSON object), exit status 1."""
+    if doc["state"] != "failed":
+        return
+    print(f"error: the sweep failed: {doc['message'] or 'see the experiment directory'}",
+          file=sys.stderr)
+    raise typer.Exit(1)
+
+
+def _print_summary(doc: dict[str, Any], message: bool = True) -> None:
     from rich.console import Console
 
     console = Console()
@@ -90,8 +98,9 @@ def _print_summary(doc: dict[str, Any]) -> None:
     budget = doc["cost_budget_usd"]
     console.print(f"spend: {doc['spend_usd']:.4f} USD"
                   + (f" of {budget:.2f} USD budget" if budget is not None else ""))
-    if doc.get("message"):
-        console.print(f"[red]{doc['message']}[/]", highlight=False)
+    if message and doc.get("message"):
+        # (a traceback's brackets are text, not markup)
+        console.print(doc["message"], style="red", highlight=False, markup=False)
 
 
 @app.command("plan")
@@ -102,19 +111,26 @@ def plan_command(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Predict a sweep's plan, cost and time; spends nothing and starts nothing."""
+    from dataclasses import replace
+
     from tuner._config import load_sweep
     from tuner._profiles import describe
     from tuner._tune import preview
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget)
     spec = load_sweep(str(sweep), **overrides)
-    result, source = preview(spec)
+    result, source, too_short = preview(spec)
+    if too_short is not None:   # reported, as a plan over the cost budget is
+        result = replace(result, feasible=False, reason=too_short)
     if json_out:
         _emit_json({**result.to_json(), "profile_source": source})
     else:
         _print_plan(result)
         print(describe(source))
-        if not result.feasible and spec.provider.follows_plan:
+        if too_short is not None:
+            print("elastune run refuses this sweep (exit status 2, budget.time): not even "
+                  "one segment ends within the time budget by the profile")
+        elif not result.feasible and spec.provider.follows_plan:
             from tuner._planning import late_only
 
             if not late_only(spec, result):
@@ -198,9 +214,8 @@ def resume_command(
         with view:
             result = resume(dir, broker_url=broker, insecure_broker=insecure,
                             observer=view.update, **overrides)
-        _print_summary(result.status)
-    if result.state == "failed":
-        raise typer.Exit(1)
+        _print_summary(result.status, message=False)
+    _exit_if_failed(result.status)
 
 
 @app.command("ls")
