@@ -59,9 +59,9 @@ def test_num_trials_none_lets_the_planner_choose(tmp_path):
 
 def test_the_planner_chooses_the_first_rung_only_when_the_sweep_leaves_it_unset():
     from budgets import JobShape, trial_counts
+    from tuner._build import chosen_shape, scheduler_for
     from tuner._config import load_sweep
     from tuner._planning import plan_for, replanner_for
-    from tuner._tune import _scheduler_for, chosen_shape
 
     def sweep(**over):
         doc = _sweep(num_trials=None, **over)
@@ -80,7 +80,7 @@ def test_the_planner_chooses_the_first_rung_only_when_the_sweep_leaves_it_unset(
     # ... which the sweep then runs, and its re-planner plans.
     run = chosen_shape(left, plan)
     assert run.num_trials == plan.num_trials and run.scheduler.first_reduction == 2
-    assert _scheduler_for(run).sizes == JobShape(plan.num_trials, 1, 27, 3, 2).stage_sizes()
+    assert scheduler_for(run).sizes == JobShape(plan.num_trials, 1, 27, 3, 2).stage_sizes()
     assert replanner_for(run, plan).shape.first_reduction == 2
     # ASHA (asynchronous promotions) may start one rung up instead.
     asha = plan_for(sweep(scheduler={"type": "asha", "max_resource": 27}))
@@ -161,7 +161,7 @@ def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path)
 
 @pytest.mark.slow
 def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monkeypatch):
-    import tuner._tune as tune_module
+    import tuner._build as build_module
     from tuner import resume
     from tuner._tune import SHAPE_CHOSEN
 
@@ -173,7 +173,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
         return replanner
 
     from tuner._planning import replanner_for
-    monkeypatch.setattr(tune_module, "replanner_for", recording)
+    monkeypatch.setattr(build_module, "replanner_for", recording)
     exp = tmp_path / "e"
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2, "scaling": "plan"})
     first = tune(sweep, time_budget="20s", cost_budget=0.05, experiment_dir=exp)
@@ -193,11 +193,24 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     # The resumed re-planner may still shrink the bracket under way to keep within the (new)
     # cost budget, and start more with what it adds.
     # (The first run used its whole 20 s and its stop grace: the budget must leave more.)
-    resume(exp, time_budget="40s", cost_budget=0.08)
+    second = resume(exp, time_budget="40s", cost_budget=0.08)
     assert made[-1].cost_budget_usd == 0.08
-    # A count the user sets on resume is theirs: it is planned as given.
-    resume(exp, time_budget="60s", cost_budget=0.1, num_trials=chosen)
-    assert made[-1].cost_budget_usd is None
+    # A count the user sets on resume is theirs: it is planned as given. (Here every trial of
+    # that count has ended, so the resume has nothing to do: it starts and bills nothing.)
+    made.clear()
+    third = resume(exp, time_budget="60s", cost_budget=0.1, num_trials=chosen)
+    if made:   # the second run left work (its deadline came first)
+        assert made[-1].cost_budget_usd is None
+    else:
+        assert third.spend_usd == second.spend_usd
+    from tuner._build import scaling_for
+    from tuner._config import load_sweep
+    from tuner._planning import plan_for
+
+    given = load_sweep({**Store(exp, readonly=True).experiment()["config"],
+                        "trainable": "tests.trainables:quadratic"},
+                       time_budget="60s", cost_budget=0.1, num_trials=chosen)
+    assert scaling_for(given, plan_for(given), chosen=False)[1].cost_budget_usd is None
     assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"
 
 

@@ -6,25 +6,16 @@ import datetime as _dt
 import importlib
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from budgets import (
-    FollowPlan,
-    Ledger,
-    Plan,
-    RealClock,
-    Reallocation,
-    Replanner,
-    billed,
-)
+from budgets import Plan, RealClock, billed
+from tuner._build import Parts, build_controller, fixed_plan, scheduler_for, shaped
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
-from tuner._controller import Controller, RunSpec, Settings
+from tuner._controller import Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
 from tuner._journal import RestoreError, replay
@@ -32,21 +23,14 @@ from tuner._lock import ControllerLock
 from tuner._planning import (
     cheapest_hourly,
     check_time_budget,
-    late_only,
     plan_for,
     plan_instance,
-    profile_for,
-    replanner_for,
-    spot_policy_for,
-    static_plan_for,
 )
 from tuner._profiles import PROFILE_SOURCE, TRAINABLE_KEY, trainable_key, with_profile
 from tuner._providers import check_cloud_broker, checkpoint_root, open_workers
 from tuner._result import TuneResult
-from tuner._sampling import Sampler
 from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
-from tuner.schedulers import Scheduler, make_scheduler
 from worker import BrokerAddress, BrokerURLError, EmbeddedRedis
 from worker._broker import check_broker
 from worker._checkpoints import checkpoint_steps
@@ -116,7 +100,7 @@ def tune(
     _check_affordable(sweep)
     sweep, source = with_profile(sweep, _root_of(experiment_dir))
     check_time_budget(sweep, "budget.time")
-    sweep, plan, chosen = _shaped(sweep)
+    sweep, plan, chosen = shaped(sweep)
     exp_dir, experiment_id = _experiment_dir(sweep.name, experiment_dir)
     _make_dir(exp_dir)
     with ControllerLock(exp_dir):
@@ -147,30 +131,10 @@ def preview(sweep: SweepConfig, root: str | Path | None = None
         too_short = None
     except ConfigError as exc:
         too_short = str(exc)
-    sweep, plan, _ = _shaped(sweep)
+    sweep, plan, _ = shaped(sweep)
     if sweep.provider.follows_plan:
         return plan, source, too_short
-    return _fixed_plan(sweep, plan), source, too_short
-
-
-def _shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:
-    """The sweep's plan and, when the planner chooses the number of trials, the sweep with
-    the shape it chose (and True)."""
-    plan = plan_for(sweep)
-    chosen = (sweep.num_trials is None and sweep.sampler != "grid"
-              and (plan.feasible or late_only(sweep, plan))
-              and sweep.scheduler.type != "hyperband")
-    if chosen:
-        # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
-        # runs its canonical brackets, which the planner does not model.)
-        sweep = chosen_shape(sweep, plan)
-    return sweep, plan, chosen
-
-
-def _fixed_plan(sweep: SweepConfig, plan: Plan) -> Plan:
-    """What the planner predicts for a sweep on a fixed cluster of ``provider.workers``."""
-    fixed = sweep.model_copy(update={"num_trials": _scheduler_for(sweep).total_trials})
-    return static_plan_for(fixed, sweep.provider.workers, instance=plan_instance(sweep, plan))
+    return fixed_plan(sweep, plan), source, too_short
 
 
 def _root_of(experiment_dir: str | Path | None) -> Path:
@@ -263,7 +227,7 @@ def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
     larger budgets are work."""
     if exp["state"] == "running":
         return False
-    scheduler = _scheduler_for(sweep)
+    scheduler = scheduler_for(sweep)
     try:
         replay(scheduler, store.journal())
     except RestoreError:
@@ -360,33 +324,13 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
                                code_roots, preload, bundle_fn, plan_instance(sweep, plan).name,
                                clock, insecure_broker=insecure_broker,
                                taken={r["instance_id"] for r in store.instances()})
-        scaling, replanner = _scaling(sweep, plan, chosen)
-        scheduler = _scheduler_for(sweep)
-        if scaling is None:
-            # A fixed cluster: store what the planner predicts for it, for planned vs actual.
-            store.add_plan(clock.now(), _fixed_plan(sweep, plan).to_json())
-        prior_usd, elapsed_s = prior or (0.0, 0.0)
-        spec = RunSpec(
-            experiment_id=experiment_id, trainable=workers.trainable, metric=sweep.metric,
-            mode=sweep.mode, workers=0 if scaling is not None else sweep.provider.workers,
-            gpus_per_trial=sweep.gpus_per_trial,
-            time_budget_s=sweep.time_budget_s, cost_budget_usd=sweep.cost_budget_usd,
-            checkpoint_root=workers.checkpoint_root, max_failures=sweep.max_failures,
-            instance_type=workers.instance_type, spot=sweep.provider.spot is True,
-            spot_policy=spot_policy_for(sweep),
-            elapsed_before_s=elapsed_s, segment_timeout_s=sweep.segment_timeout_s)
-        controller = Controller(
-            spec, scheduler=scheduler,
-            sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
-            executor=CeleryExecutor(address, experiment_id),
-            provider=workers.provider,
-            ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s,
-                          prior_usd=prior_usd),
-            store=store, clock=clock,
-            settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
-            observer=observer, scaling=scaling, replanner=replanner,
-            reallocation=_reallocation(sweep, plan),
-            more_brackets=chosen and replanner is not None)
+        parts = Parts(clock=clock, executor=CeleryExecutor(address, experiment_id),
+                      provider=workers.provider, store=store,
+                      settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
+                      trainable=workers.trainable, checkpoint_root=workers.checkpoint_root,
+                      instance_type=workers.instance_type, observer=observer)
+        controller = build_controller(sweep, plan, parts, experiment_id=experiment_id,
+                                      chosen=chosen, prior=prior or (0.0, 0.0))
         if prior is not None:
             (exp_dir / STOP_FILE).unlink(missing_ok=True)
             controller.restore()     # VMs the earlier run left running are adopted
@@ -434,64 +378,12 @@ def latest_checkpoint(location: str) -> Path | str | None:
     return name if "://" in location else Path(name)
 
 
-def _reallocation(sweep: SweepConfig, plan: Plan) -> Reallocation | None:
-    """HyperSched's policy when ``scheduler.deadline_policy`` asks for it: a trial may take
-    every GPU of its instance; a restart costs the profile's setup, checkpoint and restore
-    plus the step it gives up."""
-    if sweep.scheduler.deadline_policy != "hypersched":
-        return None
-    profile = profile_for(sweep)
-    return Reallocation(profile.speedup, max_gpus_per_trial=plan_instance(sweep, plan).gpus,
-                        restart_s=profile.setup_s + profile.checkpoint_s + profile.restore_s
-                        + profile.seconds_per_step(1))
-
-
-def _scaling(sweep: SweepConfig, plan: Plan, chosen: bool = False
-             ) -> tuple[FollowPlan | None, Replanner | None]:
-    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster.
-    ``chosen``: the planner chose the number of trials (see :func:`replanner_for`)."""
-    if not sweep.provider.follows_plan:
-        return None, None
-    if not plan.feasible:
-        if not late_only(sweep, plan):
-            raise ConfigError("budget", f"no plan fits the budgets: {plan.reason}")
-        log.warning("%s; following %s (%.0f s, %.4f USD), re-planned as real step times "
-                    "arrive: the sweep stops at the time budget with the best result so far",
-                    plan.reason, "it" if "step_scale" in plan.inputs else "the fastest plan",
-                    plan.predicted_wall_s, plan.predicted_cost_usd)
-    replanner = replanner_for(sweep, plan, chosen=chosen)
-    first = replanner.initial()
-    if "step_scale" in plan.inputs:   # stored as made: at a fraction of the step times
-        first = replace(first, inputs={**first.inputs, "step_scale": plan.inputs["step_scale"]})
-    return FollowPlan(first), replanner
-
-
-def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:
-    """``sweep`` with the shape the planner chose for it: ``plan``'s number of trials and, with
-    ``min_resource`` left to it too, its first rung (it may start one rung up) and its first
-    cut (synchronous halving may let half of the first stage go on)."""
-    s = sweep.scheduler
-    first = plan.rungs[0].resource if plan.rungs else s.min_resource
-    update: dict[str, Any] = {"min_resource": first} if first != s.min_resource else {}
-    if plan.inputs.get("first_reduction") is not None:
-        update["first_reduction"] = plan.inputs["first_reduction"]
-    scheduler = s.model_copy(update=update) if update else s
-    return sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
-
-
-def _scheduler_for(sweep: SweepConfig) -> Scheduler:
-    s = sweep.scheduler
-    return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
-                          sweep.mode, _num_trials(sweep), s.first_reduction,
-                          s.early_promotion)
-
-
 def _check_journal(sweep: SweepConfig, store: Store, overrides: dict[str, Any]) -> None:
     """The resumed sweep's scheduler must take up the journal of the earlier runs (before
     anything is written): e.g. a synchronous halving that has decided a rung cannot admit
     more trials, so a larger ``num_trials`` is refused rather than stored."""
     try:
-        replay(_scheduler_for(sweep), store.journal())
+        replay(scheduler_for(sweep), store.journal())
     except RestoreError as exc:
         if "num_trials" in overrides:
             stored = store.experiment()["config"].get("num_trials")
@@ -502,13 +394,6 @@ def _check_journal(sweep: SweepConfig, store: Store, overrides: dict[str, Any]) 
                 f"num_trials at {stored!r}, or start a new experiment")) from None
         raise ConfigError("config", f"the experiment's journal does not replay into its "
                           f"scheduler ({exc})") from None
-
-
-def _num_trials(sweep: SweepConfig) -> int | None:
-    """A grid search runs its whole grid unless told otherwise."""
-    if sweep.num_trials is None and sweep.sampler == "grid":
-        return math.prod(len(v) for v in sweep.grid_search_space().values())
-    return sweep.num_trials
 
 
 def _parse_broker(broker_url: str | None, insecure: bool = False) -> BrokerAddress | None:

@@ -1,0 +1,164 @@
+"""From a validated sweep to a ready controller: the one construction path of ``tune()``,
+``resume()`` and ``simulate()``.
+
+Everything the controller decides with (scheduler, sampler, ledger, scaling policy, re-planner,
+deadline policy) comes from the sweep and its plan here; a run and a simulation differ only in
+the :class:`Parts` they inject (clock, executor, provider, store, settings), so a benchmark
+measures exactly what a user runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from budgets import Clock, FollowPlan, Ledger, Plan, Reallocation, Replanner
+from cloud import Provider
+from tuner._config import SweepConfig
+from tuner._controller import Controller, RunSpec, Settings
+from tuner._errors import ConfigError
+from tuner._executor import Executor
+from tuner._planning import (
+    late_only,
+    plan_for,
+    plan_instance,
+    profile_for,
+    replanner_for,
+    spot_policy_for,
+    static_plan_for,
+)
+from tuner._sampling import Sampler
+from tuner._store import Store
+from tuner.schedulers import Scheduler, make_scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a run injects into the controller: the only things a real sweep and a simulated
+    one do not share."""
+
+    clock: Clock
+    executor: Executor
+    provider: Provider
+    store: Store
+    settings: Settings
+    trainable: str                   # what the workers run: an import path or a code bundle
+    checkpoint_root: Path | str      # a folder, or a URI in object storage
+    instance_type: str               # the instance type the provider launches
+    observer: Callable[[dict[str, Any]], None] | None = None
+
+
+def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment_id: str,
+                     chosen: bool = False, prior: tuple[float, float] = (0.0, 0.0)
+                     ) -> Controller:
+    """The controller that runs ``sweep`` (shaped by :func:`shaped`) from ``plan`` on
+    ``parts``. ``chosen``: the planner chose the number of trials (it may start more
+    brackets); ``prior``: the spend and wall seconds of the experiment's earlier runs."""
+    scaling, replanner = scaling_for(sweep, plan, chosen)
+    if scaling is None:
+        # A fixed cluster: store what the planner predicts for it, for planned vs actual.
+        parts.store.add_plan(parts.clock.now(), fixed_plan(sweep, plan).to_json())
+    prior_usd, elapsed_s = prior
+    spec = RunSpec(
+        experiment_id=experiment_id, trainable=parts.trainable, metric=sweep.metric,
+        mode=sweep.mode, workers=0 if scaling is not None else sweep.provider.workers,
+        gpus_per_trial=sweep.gpus_per_trial, time_budget_s=sweep.time_budget_s,
+        cost_budget_usd=sweep.cost_budget_usd, checkpoint_root=parts.checkpoint_root,
+        max_failures=sweep.max_failures, instance_type=parts.instance_type,
+        spot=sweep.provider.spot is True, spot_policy=spot_policy_for(sweep),
+        elapsed_before_s=elapsed_s, segment_timeout_s=sweep.segment_timeout_s)
+    return Controller(
+        spec, scheduler=scheduler_for(sweep),
+        sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
+        executor=parts.executor, provider=parts.provider,
+        ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s,
+                      prior_usd=prior_usd),
+        store=parts.store, clock=parts.clock, settings=parts.settings,
+        observer=parts.observer, scaling=scaling, replanner=replanner,
+        reallocation=reallocation_for(sweep, plan),
+        more_brackets=chosen and replanner is not None)
+
+
+def shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:
+    """The sweep's plan and, when the planner chooses the number of trials, the sweep with
+    the shape it chose (and True)."""
+    plan = plan_for(sweep)
+    chosen = (sweep.num_trials is None and sweep.sampler != "grid"
+              and (plan.feasible or late_only(sweep, plan))
+              and sweep.scheduler.type != "hyperband")
+    if chosen:
+        # The planner chooses the shape: the most trials that fit both budgets. (Hyperband
+        # runs its canonical brackets, which the planner does not model.)
+        sweep = chosen_shape(sweep, plan)
+    return sweep, plan, chosen
+
+
+def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:
+    """``sweep`` with the shape the planner chose for it: ``plan``'s number of trials and, with
+    ``min_resource`` left to it too, its first rung (it may start one rung up) and its first
+    cut (synchronous halving may let half of the first stage go on)."""
+    s = sweep.scheduler
+    first = plan.rungs[0].resource if plan.rungs else s.min_resource
+    update: dict[str, Any] = {"min_resource": first} if first != s.min_resource else {}
+    if plan.inputs.get("first_reduction") is not None:
+        update["first_reduction"] = plan.inputs["first_reduction"]
+    scheduler = s.model_copy(update=update) if update else s
+    return sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
+
+
+def fixed_plan(sweep: SweepConfig, plan: Plan) -> Plan:
+    """What the planner predicts for a sweep on a fixed cluster of ``provider.workers``."""
+    fixed = sweep.model_copy(update={"num_trials": scheduler_for(sweep).total_trials})
+    return static_plan_for(fixed, sweep.provider.workers, instance=plan_instance(sweep, plan))
+
+
+def scheduler_for(sweep: SweepConfig) -> Scheduler:
+    s = sweep.scheduler
+    return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
+                          sweep.mode, num_trials_of(sweep), s.first_reduction,
+                          s.early_promotion)
+
+
+def num_trials_of(sweep: SweepConfig) -> int | None:
+    """A grid search runs its whole grid unless told otherwise."""
+    if sweep.num_trials is None and sweep.sampler == "grid":
+        return math.prod(len(v) for v in sweep.grid_search_space().values())
+    return sweep.num_trials
+
+
+def scaling_for(sweep: SweepConfig, plan: Plan, chosen: bool = False
+                ) -> tuple[FollowPlan | None, Replanner | None]:
+    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster.
+    ``chosen``: the planner chose the number of trials (see :func:`replanner_for`)."""
+    if not sweep.provider.follows_plan:
+        return None, None
+    if not plan.feasible:
+        if not late_only(sweep, plan):
+            raise ConfigError("budget", f"no plan fits the budgets: {plan.reason}")
+        log.warning("%s; following %s (%.0f s, %.4f USD), re-planned as real step times "
+                    "arrive: the sweep stops at the time budget with the best result so far",
+                    plan.reason, "it" if "step_scale" in plan.inputs else "the fastest plan",
+                    plan.predicted_wall_s, plan.predicted_cost_usd)
+    replanner = replanner_for(sweep, plan, chosen=chosen)
+    first = replanner.initial()
+    if "step_scale" in plan.inputs:   # stored as made: at a fraction of the step times
+        first = replace(first, inputs={**first.inputs, "step_scale": plan.inputs["step_scale"]})
+    return FollowPlan(first), replanner
+
+
+def reallocation_for(sweep: SweepConfig, plan: Plan) -> Reallocation | None:
+    """HyperSched's policy when ``scheduler.deadline_policy`` asks for it: a trial may take
+    every GPU of its instance; a restart costs the profile's setup, checkpoint and restore
+    plus the step it gives up."""
+    if sweep.scheduler.deadline_policy != "hypersched":
+        return None
+    profile = profile_for(sweep)
+    return Reallocation(profile.speedup, max_gpus_per_trial=plan_instance(sweep, plan).gpus,
+                        restart_s=profile.setup_s + profile.checkpoint_s + profile.restore_s
+                        + profile.seconds_per_step(1))
