@@ -1,7 +1,7 @@
 """Whether budgets and results survive faults, measured by replaying learning curves through the
 real controller under random fault schedules.
 
-Every schedule goes through ``tuner._simulate.simulate`` (the real controller, scheduler,
+Every schedule goes through ``tuner.sim.simulate`` (the real controller, scheduler,
 sampler, planner, ledger, autoscaler and store on a simulated clock, provider and executor);
 nothing here re-implements control logic. Per schedule, drawn from ``--seed`` and its index:
 
@@ -101,14 +101,20 @@ from budgets import (  # noqa: E402
     Replanner,
     Static,
     billed,
+    plan_static,
+)
+from tuner._config import ProviderConfig  # noqa: E402
+from tuner.sim import (  # noqa: E402
+    SIM_SETTINGS,
+    SimFaults,
+    SimResult,
     default_data_dir,
     discover,
     load_curves,
-    plan_static,
+    settings_grace,
+    simulate,
+    uniform_boot,
 )
-from cloud import uniform_boot  # noqa: E402
-from tuner._config import ProviderConfig  # noqa: E402
-from tuner._simulate import SIM_SETTINGS, SimFaults, SimResult, settings_grace, simulate  # noqa: E402
 
 # What a cloud sweep uses: a VM whose worker has not registered this long after launch is
 # replaced (the provider config's default), and the sweep gives up when no worker at all has

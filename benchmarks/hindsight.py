@@ -61,7 +61,7 @@ from benchmarks.planner import (  # noqa: E402
     sim_setting,
 )
 from budgets import JobShape, StageWorkers  # noqa: E402
-from tuner._simulate import simulate  # noqa: E402
+from tuner.sim import simulate  # noqa: E402
 
 PASSES = 2   # single-stage changes tried from the best cluster of the first search
 

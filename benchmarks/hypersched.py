@@ -5,7 +5,7 @@ The setting of Liaw et al., "HyperSched: Dynamic Resource Reallocation for Model
 a Deadline" (SoCC '19): a fixed cluster of 8 GPUs (``--layout``, default one instance of 8;
 ``2x4`` is two of 4), deadlines of 900, 1800 and 3600 s, eta = 4, the per-trial speedup of
 ResNet-50 (``budgets.RESNET50_CIFAR10``: s(2) = 1.87, s(4) = 3.42, s(8) = 5.60). Every run goes
-through ``tuner._simulate.simulate`` (the real controller and ASHA on a simulated clock); the
+through ``tuner.sim.simulate`` (the real controller and ASHA on a simulated clock); the
 policy is the controller's ``reallocation`` (``budgets.Reallocation``); nothing here decides.
 
 Per task (the ImageNet tasks of ``--data``, found from the files: a task whose name says
@@ -50,15 +50,10 @@ from rich.table import Table  # noqa: E402
 from benchmarks.planner import largest_power  # noqa: E402
 from budgets import (  # noqa: E402
     RESNET50_CIFAR10,
-    SAMPLE_DIR,
     Reallocation,
     Static,
-    default_data_dir,
-    discover,
-    load_curves,
 )
-from cloud import SimInstanceType  # noqa: E402
-from tuner._simulate import simulate  # noqa: E402
+from tuner.sim import SAMPLE_DIR, SimInstanceType, default_data_dir, discover, load_curves, simulate  # noqa: E402
 
 PAPER_DEADLINES_S = (900.0, 1800.0, 3600.0)
 ETA = 4

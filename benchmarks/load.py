@@ -271,8 +271,7 @@ def build_status_store(exp_dir: Path, trials: int) -> float:
     """A store of ``trials`` trials written by the real controller in simulation (ASHA 1..27
     on 200 workers); in memory, then one copy to disk."""
     from benchmarks.scale import PowerLawCurves
-    from cloud import uniform_boot
-    from tuner._simulate import simulate
+    from tuner.sim import simulate, uniform_boot
 
     t = time.perf_counter()
     r = simulate(PowerLawCurves(trials, 27, step_s=60.0), metric="acc", mode="max",

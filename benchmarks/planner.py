@@ -1,6 +1,6 @@
 """What the planner saves, measured by replaying learning curves through the real controller.
 
-Every run goes through ``tuner._simulate.simulate`` (the real controller, scheduler, sampler,
+Every run goes through ``tuner.sim.simulate`` (the real controller, scheduler, sampler,
 ledger and autoscaler on a simulated clock, provider and executor); nothing here re-implements
 control logic. Per task of ``--data`` (discovered from the files) and per seed:
 
@@ -83,15 +83,19 @@ from budgets import (  # noqa: E402
     ReleaseIdle,
     Replanner,
     Static,
-    default_data_dir,
-    discover,
     initial_accuracy_plan,
-    load_curves,
     per_gpu_hour,
 )
 from budgets._planner import JobShape, plan_accuracy_max, plan_cost_min  # noqa: E402
-from cloud import SimInstanceType, uniform_boot  # noqa: E402
-from tuner._simulate import SimResult, simulate  # noqa: E402
+from tuner.sim import (  # noqa: E402
+    SimInstanceType,
+    SimResult,
+    default_data_dir,
+    discover,
+    load_curves,
+    simulate,
+    uniform_boot,
+)
 
 FACTORS = (1.25, 1.5, 3.0, 6.0)
 BUDGET_FACTORS = (0.75, 1.0, 1.5)

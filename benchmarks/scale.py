@@ -34,8 +34,7 @@ if str(ROOT) not in sys.path:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from cloud import uniform_boot  # noqa: E402
-from tuner._simulate import simulate  # noqa: E402
+from tuner.sim import simulate, uniform_boot  # noqa: E402
 
 
 class PowerLawCurves:

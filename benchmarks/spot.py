@@ -60,10 +60,8 @@ from budgets import (  # noqa: E402
     Replanner,
     SpotPolicy,
     Static,
-    default_data_dir,
-    load_curves,
 )
-from tuner._simulate import simulate  # noqa: E402
+from tuner.sim import default_data_dir, load_curves, simulate  # noqa: E402
 
 FACTORS = (1.5, 3.0)
 POLICIES = ("on-demand", "spot", "deadline-safe", "exploratory")

@@ -2,7 +2,6 @@
 and the planners that turn them into plans."""
 
 from budgets._clock import Clock, RealClock, SimClock
-from budgets._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
 from budgets._first_plan import initial_accuracy_plan
 from budgets._job import JobShape, stage_time
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
@@ -86,13 +85,8 @@ __all__ = [
     "PriceBookError",
     "Profile",
     "RealClock",
-    "SAMPLE_DIR",
-    "CurveSet",
-    "default_data_dir",
-    "discover",
     "fit_segment_times",
     "initial_accuracy_plan",
-    "load_curves",
     "SimClock",
     "Speedup",
     "billed",

@@ -15,11 +15,9 @@ from cloud._provider import (
     QuotaError,
     ThrottledError,
 )
-from cloud._sim import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
 
 __all__ = [
     "DEFAULT_PRICE_PER_HOUR",
-    "DEFAULT_TYPE",
     "AuthError",
     "AwsProvider",
     "Bootstrap",
@@ -32,11 +30,8 @@ __all__ = [
     "ProviderError",
     "QuotaError",
     "Scaling",
-    "SimInstanceType",
-    "SimProvider",
     "ThrottledError",
     "reconcile",
     "secret_uri",
     "startup_script",
-    "uniform_boot",
 ]

@@ -68,7 +68,7 @@ def _digits(base: Path) -> Path:
 
 def _sim_plan(base: Path) -> Path:
     from budgets import BootLatency, FollowPlan, InstanceType, JobShape, Profile, Replanner
-    from tuner._simulate import simulate
+    from tuner.sim import simulate
 
     exp = base / "sim-plan-run"
     exp.mkdir()
@@ -92,8 +92,7 @@ def _sim_10k(base: Path) -> Path:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from benchmarks.scale import PowerLawCurves
-    from cloud import uniform_boot
-    from tuner._simulate import simulate
+    from tuner.sim import simulate, uniform_boot
 
     # In memory, then one backup to disk: the store's per-event commits are the slow part.
     r = simulate(PowerLawCurves(10_000, 27, step_s=60.0), metric="acc", mode="max",

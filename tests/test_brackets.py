@@ -20,18 +20,16 @@ from budgets import (
     ReplanView,
     SimClock,
 )
-from cloud import SimInstanceType, SimProvider
 from tests.test_replanning import GPU, SIM_GPU  # $3.6/h (an instance-second: $0.001); $1/h
 from tests.test_resume import _drive
 from tests.test_simulate import ASHA, SHA, Synth
 from tuner._controller import Controller, RunSpec
 from tuner._journal import replay
 from tuner._sampling import PermutationSampler, Sampler
-from tuner._sim_executor import SimExecutor
-from tuner._simulate import SIM_SETTINGS, simulate
 from tuner._store import Store
 from tuner.schedulers import ASHA as AsyncHalving
 from tuner.schedulers import Job, SuccessiveHalving, TrialStatus
+from tuner.sim import SIM_SETTINGS, SimExecutor, SimInstanceType, SimProvider, simulate
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.

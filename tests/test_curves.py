@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgets import _curves
-from budgets._curves import SAMPLE_DIR, default_data_dir, discover, load_curves
+from tuner.sim import SAMPLE_DIR, _curves, default_data_dir, discover, load_curves
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = (ROOT / os.environ.get("ELASTUNE_DATA", "../shared/data")).resolve()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from budgets import SAMPLE_DIR
+from tuner.sim import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import pytest
 
 from budgets import BootLatency, FollowPlan, InstanceType, JobShape, Profile, Replanner, Static
 from tests.test_simulate import ASHA, SHA, Synth
-from tuner._simulate import SimFaults, simulate
+from tuner.sim import SimFaults, simulate
 
 GOLDEN = Path(__file__).parent / "golden" / "simulated_sweeps.json"
 GPU = InstanceType("aws", "sim-gpu", "T4", 1, 4, 16, "us-east-1", 1.0, 0.35)   # as simulated

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from budgets import SAMPLE_DIR, StageWorkers
+from budgets import StageWorkers
+from tuner.sim import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import hindsight, planner  # noqa: E402
-from tuner._simulate import simulate  # noqa: E402
+from tuner.sim import simulate  # noqa: E402
 
 
 def test_wave_counts_give_each_number_of_waves_once():

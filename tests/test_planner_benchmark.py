@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from budgets import SAMPLE_DIR
+from tuner.sim import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ def test_spot_benchmark_quick_json():
 def test_the_shaped_profile_is_the_sets_own_step_costs():
     import importlib.util
 
-    from budgets import discover, load_curves
+    from tuner.sim import discover, load_curves
     spec = importlib.util.spec_from_file_location("planner_bench", ROOT / "benchmarks/planner.py")
     bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bench   # (its dataclasses look their module up)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 
 from budgets import LINEAR, RESNET50_CIFAR10, Reallocation, Speedup, Static
-from cloud import SimInstanceType
 from tests.test_simulate import Synth
 from tuner._journal import replay
-from tuner._simulate import simulate
 from tuner._store import Store
 from tuner.schedulers import ASHA
+from tuner.sim import SimInstanceType, simulate
 
 HALF = Speedup({1: 1.0, 2: 1.5, 4: 2.0})   # s(2) = 1.5, s(4) = 2: easy fractions
 

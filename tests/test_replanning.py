@@ -22,9 +22,8 @@ from budgets import (
     plan_remaining,
 )
 from budgets import _replan as replan_module
-from cloud import uniform_boot
 from tests.test_simulate import SHA, Synth
-from tuner._simulate import simulate
+from tuner.sim import simulate, uniform_boot
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tuner._simulate import simulate
+from tuner.sim import simulate
 
 
 class Synth:

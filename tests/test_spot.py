@@ -17,11 +17,10 @@ from budgets import (
     SpotPolicy,
     Static,
 )
-from cloud import SimInstanceType, uniform_boot
 from tests.test_simulate import SHA, Synth
 from tuner._config import ProviderConfig
 from tuner._errors import ConfigError
-from tuner._simulate import simulate
+from tuner.sim import SimInstanceType, simulate, uniform_boot
 
 GPU = InstanceType("aws", "sim-gpu", "T4", 1, 4, 16, "us-east-1", 1.0, 0.35)
 SIM = SimInstanceType("sim-gpu", slots=1, on_demand_per_hour=1.0, spot_per_hour=0.35)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.test_simulate import SHA, Synth
-from tuner._simulate import simulate
 from tuner._store import Store
+from tuner.sim import simulate
 
 
 def test_atomic_writes_commit_together_or_not_at_all(tmp_path):

@@ -21,7 +21,7 @@ from budgets import (
 )
 from tests.test_replanning import GPU, SIM_GPU  # $3.6/h: an instance-second is $0.001
 from tests.test_simulate import SHA, Synth
-from tuner._simulate import SIM_SETTINGS, simulate
+from tuner.sim import SIM_SETTINGS, simulate
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.
@@ -486,12 +486,10 @@ def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
     from optuna.distributions import IntDistribution
 
     from budgets import Ledger, SimClock
-    from cloud import SimProvider
     from tuner._controller import Controller, RunSpec
     from tuner._sampling import PermutationSampler, Sampler
-    from tuner._sim_executor import SimExecutor
-    from tuner._simulate import SIM_SETTINGS
     from tuner.schedulers import make_scheduler
+    from tuner.sim import SIM_SETTINGS, SimExecutor, SimProvider
 
     online, rp = _budget_sweep(True)
     limits = [e["step"] for e in online.store.journal() if e["kind"] == "limit"]
@@ -596,11 +594,10 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
     from optuna.distributions import IntDistribution
 
     from budgets import Ledger, SimClock
-    from cloud import SimProvider
     from tuner._controller import Controller, RunSpec
     from tuner._sampling import PermutationSampler, Sampler
-    from tuner._sim_executor import SimExecutor
     from tuner.schedulers import make_scheduler
+    from tuner.sim import SimExecutor, SimProvider
 
     clock = SimClock()
     provider = SimProvider(clock, boot_s=lambda rng: 60.0)

@@ -17,12 +17,12 @@ import pandas as pd
 from optuna.distributions import IntDistribution
 
 from budgets import Ledger, Plan, Reallocation, ReplanView, ScalingPolicy, SimClock, SpotPolicy
-from cloud import SimInstanceType, SimProvider, uniform_boot
 from tuner._controller import Controller, Outcome, RunSpec, Settings
 from tuner._sampling import PermutationSampler, Sampler
-from tuner._sim_executor import SimExecutor
 from tuner._store import Store
 from tuner.schedulers import make_scheduler
+from tuner.sim._executor import SimExecutor
+from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
 
 # Simulated time moves in jumps, so the loop may wait longer per tick than on the wall clock;
 # cloud-like reaction time for the budget watchdog (stop segments, terminate VMs).
@@ -95,7 +95,7 @@ def simulate(
     setup_s: float = 0.0,
     more_brackets: bool = False,
 ) -> SimResult:
-    """Run a sweep over ``curves`` (a ``budgets.CurveSet``) in simulated time.
+    """Run a sweep over ``curves`` (a :class:`CurveSet`) in simulated time.
 
     ``faults`` adds the faults of :class:`SimFaults`; ``max_failures`` is how many times a
     trial may fail (its trainable raise) before it is given up, as in a real sweep. With

@@ -1,8 +1,8 @@
 """Make the small learning-curve sample that ships with elastune (``curves_sample/``).
 
-    python budgets/data/make_sample.py --data ../shared/data
+    python tuner/sim/data/make_sample.py --data ../shared/data
 
-It writes the same files and columns as the sources, so ``budgets._curves.discover`` and
+It writes the same files and columns as the sources, so ``tuner.sim.discover`` and
 ``load_curves`` read the sample unchanged; only rows are dropped, no value is changed. The
 selection is deterministic (fixed seeds), so re-running it reproduces the sample byte for byte.
 
@@ -38,7 +38,7 @@ run on a fresh clone. Same files and columns as the original; see its README for
 - Derived from `../shared/data/opda_imagenet`, which converts the OPDA project's
   `data/alexnet/alexnet_tuning.results.jsonl` (git blob `ba4679bc52e6e767c8045b3b20829cc309380509`)
   from https://github.com/nicholaslourie/opda at commit `9529a34b7715e0b32920f630c1f7f7ff6f891060`.
-- Made by `budgets/data/make_sample.py --data ../shared/data`.
+- Made by `tuner/sim/data/make_sample.py --data ../shared/data`.
 
 ## Licence
 **CC BY-SA 4.0**: "AlexNet Hyperparameter Tuning Data © 2025 by Nicholas Lourie"
@@ -77,7 +77,7 @@ columns. **These numbers are predictions of YAHPO Gym's LCBench surrogate, not m
   surrogate from https://github.com/slds-lmu/yahpo_data at commit
   `efdab9072f63bd680396cd4b78b927c4a0caaad3` (`VERSION` 1.0.2, `lcbench/model.onnx` blob
   `17197991132cc22ab51ced2b6b6af80f2a6c8ba8`), PyPI `yahpo-gym==1.0.2`, onnxruntime 1.32.0.
-- Made by `budgets/data/make_sample.py --data ../shared/data`.
+- Made by `tuner/sim/data/make_sample.py --data ../shared/data`.
 
 ## Licence
 **Apache-2.0** (LCBench data and YAHPO surrogate metadata), "Copyright [2025] [Florian Pfisterer,

@@ -1,0 +1,27 @@
+"""Simulation, in one place: the real controller on a simulated clock, provider and executor
+that replays recorded learning curves (``simulate``), the curve sets it replays, and the
+faults it can inject. It may import what it simulates; nothing outside it imports it but
+benchmarks, notebooks and tests."""
+
+from tuner.sim._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
+from tuner.sim._executor import SimExecutor
+from tuner.sim._provider import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
+from tuner.sim._simulate import SIM_SETTINGS, SimFaults, SimResult, settings_grace, simulate
+
+__all__ = [
+    "DEFAULT_TYPE",
+    "SAMPLE_DIR",
+    "SIM_SETTINGS",
+    "CurveSet",
+    "SimExecutor",
+    "SimFaults",
+    "SimInstanceType",
+    "SimProvider",
+    "SimResult",
+    "default_data_dir",
+    "discover",
+    "load_curves",
+    "settings_grace",
+    "simulate",
+    "uniform_boot",
+]
