@@ -3,11 +3,11 @@
 Each launch is one ``RunInstances`` call (``MinCount=1``, ``MaxCount=count``: a partial launch is
 accepted) with the startup script as user data, the experiment's tags on the instance and its
 volumes, IMDSv2 required, and ``terminate`` as the shutdown behaviour (a VM that powers itself
-off stops billing). A capacity shortage moves on to the next availability zone, then to the next
-instance type of the sweep; a quota limit moves on to the next type; when everything was tried
-the error names every (type, zone) attempt. Prices and GPU counts come from the price book,
-never from the cloud (spot prices from ``DescribeSpotPriceHistory`` lag and are not what the
-ledger must assume).
+off stops billing). Which zone and type come next, and on which error, is
+:func:`cloud._fallback.launch_with_fallback`'s (shared with GCP); this module gives it one
+``RunInstances`` per attempt, over the zones that offer each type. Prices and GPU counts come
+from the price book, never from the cloud (spot prices from ``DescribeSpotPriceHistory`` lag
+and are not what the ledger must assume).
 
 Retries: every client uses botocore's ``standard`` retry mode (exponential backoff with full
 jitter, a retry quota) for throttling and transient failures, except ``RunInstances``: EC2
@@ -35,6 +35,7 @@ from typing import Any
 
 from budgets import Clock, InstanceType, PriceBook, RealClock
 from cloud._bootstrap import startup_script
+from cloud._fallback import fallback_types, launch_with_fallback
 from cloud._provider import (
     AuthError,
     Bootstrap,
@@ -465,12 +466,6 @@ class AwsProvider:
             self._zones_by_type[instance_type] = list(zones) or [None]
         return list(self._zones_by_type[instance_type])
 
-    def _fallbacks(self, instance_type: str) -> list[str]:
-        """The asked type, then the sweep's types after it (all of them if it is not one)."""
-        if instance_type in self.instance_types:
-            return self.instance_types[self.instance_types.index(instance_type):]
-        return [instance_type, *self.instance_types]
-
     # -- launch ---------------------------------------------------------------------------------
     def launch(self, count: int, instance_type: str, spot: bool = False,
                tags: Mapping[str, str] | None = None) -> list[Instance]:
@@ -483,33 +478,22 @@ class AwsProvider:
         physical = physical_tags(tags)
         record_tags = logical_tags(physical)
         image = self.image()
-        failures: list[tuple[str, str | None, ProviderError]] = []
-        for itype in self._fallbacks(instance_type):
-            if self._lookup(itype) is None:
-                continue
-            for zone in self._zones_for(itype):
-                try:
-                    reply = self._run_instances(self._launch_request(
-                        count, itype, zone, spot, physical, image))
-                except (CapacityError, QuotaError) as exc:
-                    log.info("launch %s x%d in %s: %s", itype, count, zone or self.region, exc)
-                    failures.append((itype, zone, exc))
-                    if isinstance(exc, QuotaError):
-                        break   # quotas hold for the whole region: next type
-                    continue
-                now = self._clock.now()
-                out = []
-                for raw in reply.get("Instances", []):
-                    self._launched_at[raw["InstanceId"]] = now
-                    out.append(self._record(raw, now=now, tags=record_tags, spot=spot))
-                return out
-        tried = "; ".join(f"{t} in {z or self.region}: {_code_of(e)}" for t, z, e in failures)
-        market = "spot" if spot else "on-demand"
-        if failures and all(isinstance(e, QuotaError) for _, _, e in failures):
-            raise QuotaError(f"no {market} instance launched: the account's quota allows no "
-                             f"more (tried {tried}); ask AWS for a quota increase")
-        raise CapacityError(f"no {market} instance launched: no capacity (tried {tried}); "
-                            "try later, other zones or other instance types")
+
+        def try_launch(itype: str, zone: str | None, n: int, market: bool) -> list[Instance]:
+            # One RunInstances for all n (MinCount=1): EC2 starts as many as it can.
+            reply = self._run_instances(self._launch_request(n, itype, zone, market, physical,
+                                                             image))
+            now = self._clock.now()
+            out = []
+            for raw in reply.get("Instances", []):
+                self._launched_at[raw["InstanceId"]] = now
+                out.append(self._record(raw, now=now, tags=record_tags, spot=market))
+            return out
+
+        types = [t for t in fallback_types(instance_type, self.instance_types)
+                 if self._lookup(t) is not None]
+        return launch_with_fallback(try_launch, count, types, self._zones_for, spot,
+                                    reason=_code_of, cloud="AWS")
 
     def _launch_request(self, count: int, instance_type: str, zone: str | None, spot: bool,
                         tags: Mapping[str, str], image: str) -> dict[str, Any]:

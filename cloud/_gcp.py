@@ -11,13 +11,13 @@ Catalog names follow ``budgets/data/prices.csv``: a machine type with built-in G
 (``g2-standard-4``, ``a2-highgpu-1g``), or ``<n1 machine type>+<N>x<accelerator>``
 (``n1-standard-8+1xnvidia-tesla-t4``) for guest accelerators.
 
-A launch creates its VMs concurrently (one insert and one operation wait per VM, on a small
-thread pool), and falls back the way the autoscaler expects: a stockout tries the next zone,
-then the next machine type in ``machine_types`` after the asked one; a quota error skips to
-the next type; throttling is retried with jittered exponential backoff
-(``google.api_core.retry.Retry``); anything else surfaces as the :mod:`cloud._provider` error
-it maps to (:func:`map_gcp_error`). Errors arrive either as HTTP errors on the insert call or
-inside the finished zone operation; both go through the same mapping.
+A launch creates its VMs concurrently (one insert and one operation wait per VM, a few at
+once), each falling back through :func:`cloud._fallback.launch_with_fallback` (shared with
+AWS): a stockout tries the next zone, then the next machine type in ``machine_types`` after the
+asked one; a quota error skips to the next type. Throttling is retried here with jittered
+exponential backoff (``google.api_core.retry.Retry``); errors arrive either as HTTP errors on
+the insert call or inside the finished zone operation, and both go through the same mapping
+(:func:`map_gcp_error`).
 
 Spot VMs use ``provisioningModel=SPOT`` with ``instanceTerminationAction=DELETE``; a VM that
 Compute Engine took back is found through the zone's ``compute.instances.preempted``
@@ -40,13 +40,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from budgets import Clock, InstanceType, PriceBook, RealClock
 from cloud._bootstrap import startup_script
+from cloud._fallback import fallback_types, launch_with_fallback
 from cloud._provider import (
     AuthError,
     Bootstrap,
@@ -222,6 +222,14 @@ def map_gcp_error(error: object, context: str = "") -> ProviderError:
     text = f"{context}: " if context else ""
     hint = _HINTS.get(kind)
     return kind(f"{text}{what}: {message}" + (f" ({hint})" if hint else ""))
+
+
+def _reason(error: ProviderError) -> str:
+    """An error's codes and message without the context and the hint (for a list of
+    attempts that already names the type and zone, and says what to do)."""
+    text = re.sub(r"^launching .*? in \S+: ", "", str(error))
+    hint = _HINTS.get(type(error))
+    return text.removesuffix(f" ({hint})") if hint else text
 
 
 def _is_network_error(error: BaseException) -> bool:
@@ -409,13 +417,6 @@ class GcpProvider:
             raise map_gcp_error(exc, context) from exc
 
     # -- launch -----------------------------------------------------------------------------
-    def _fallbacks(self, instance_type: str) -> list[str]:
-        if instance_type in self.machine_types:
-            after = self.machine_types[self.machine_types.index(instance_type) + 1:]
-        else:
-            after = list(self.machine_types)
-        return list(dict.fromkeys([instance_type, *after]))
-
     def launch(self, count: int, instance_type: str, spot: bool = False,
                tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
         """Create ``count`` VMs, each running one ``elastune worker`` on a queue named after it.
@@ -425,65 +426,40 @@ class GcpProvider:
         raises the :class:`CapacityError` / :class:`QuotaError` / other error that stopped it).
         """
         tags = dict(tags or {})
-        types = self._fallbacks(instance_type)
+        types = fallback_types(instance_type, self.machine_types)
         for t in types:
             parse_instance_type(t)
         self._price(instance_type, self.zones[0], spot)  # unknown type / no spot price: fail now
-        blocked: set[tuple[str, str]] = set()
-        no_quota: set[str] = set()
-        failures: builtins.list[ProviderError] = []
+        priced = []
+        for t in types:
+            try:
+                self._price(t, self.zones[0], spot)
+                priced.append(t)
+            except ProviderError as exc:  # a fallback without a (spot) price: skip it
+                log.info("not falling back to %s: %s", t, exc)
 
-        def one(_: int) -> Instance:
-            return self._launch_somewhere(types, spot, tags, blocked, no_quota, failures)
+        def try_launch(itype: str, zone: str | None, n: int,
+                       market: bool) -> builtins.list[Instance]:
+            assert zone is not None   # GCE always names the zone
+            out: builtins.list[Instance] = []
+            for _ in range(n):
+                try:
+                    out.append(self._launch_one(itype, zone, market, tags))
+                except ProviderError as exc:
+                    if not out:
+                        raise
+                    # What started is the answer: returned, or it would run unseen.
+                    log.warning("launched %d of %d %s in %s: %s", len(out), n, itype, zone, exc)
+                    break
+            return out
 
         self._client("instances")
         self._client("operations")
-        with ThreadPoolExecutor(max_workers=max(1, min(count, PARALLEL_INSERTS)),
-                                thread_name_prefix="gce-insert") as pool:
-            futures = [pool.submit(one, i) for i in range(count)]
-        out: builtins.list[Instance] = []
-        errors: builtins.list[Exception] = []
-        for future in futures:
-            try:
-                out.append(future.result())
-            except Exception as exc:  # noqa: BLE001 - what did start must be returned
-                errors.append(exc)
-        if errors and not out:
-            raise errors[0]
-        if errors:
-            log.warning("launched %d of %d GCP instances: %s", len(out), count, errors[0])
-        return out
-
-    def _launch_somewhere(self, types: Sequence[str], spot: bool, tags: dict[str, str],
-                          blocked: set[tuple[str, str]], no_quota: set[str],
-                          failures: builtins.list[ProviderError]) -> Instance:
-        for itype in types:
-            if itype in no_quota:
-                continue
-            try:
-                self._price(itype, self.zones[0], spot)
-            except ProviderError as exc:  # a fallback without a (spot) price: skip it
-                failures.append(exc)
-                continue
-            for zone in self.zones:
-                if (itype, zone) in blocked:
-                    continue
-                try:
-                    return self._launch_one(itype, zone, spot, tags)
-                except (CapacityError, NotFoundError) as exc:
-                    # No capacity (or the type is not offered) in this zone: the next zone.
-                    blocked.add((itype, zone))
-                    failures.append(exc)
-                except QuotaError as exc:
-                    no_quota.add(itype)
-                    failures.append(exc)
-                    break
-        for kind in (CapacityError, QuotaError, NotFoundError):
-            if any(isinstance(f, kind) for f in failures):
-                tried = "; ".join(str(f) for f in failures[-6:])
-                raise kind(f"no {'spot ' if spot else ''}GCP capacity for "
-                           f"{', '.join(types)} in {', '.join(self.zones)}: {tried}")
-        raise failures[-1] if failures else ProviderError("nothing to launch")
+        # One insert (and one operation wait) per VM, PARALLEL_INSERTS at once: each VM walks
+        # the fallback on its own, so one that stocks out moves on while the others go ahead.
+        return launch_with_fallback(try_launch, count, priced, lambda _: self.zones, spot,
+                                    per_call=1, width=PARALLEL_INSERTS, reason=_reason,
+                                    cloud="GCP")
 
     def _launch_one(self, itype: str, zone: str, spot: bool, tags: dict[str, str]) -> Instance:
         from google.cloud import compute_v1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from records import Instance
 
@@ -82,3 +82,36 @@ class Provider(Protocol):
     def slots(self, instance_type: str) -> int:
         """GPU slots of one instance of this type."""
         ...
+
+
+@runtime_checkable
+class CloudServices(Protocol):
+    """What a sweep on a cloud needs besides VMs: object storage for checkpoints and code, the
+    secret store that keeps the broker password out of user data, and sweeps for leftovers."""
+
+    def ensure_bucket(self, bucket: str) -> None:
+        """Create the private bucket unless it is there already."""
+        ...
+
+    def put_secret(self, name: str, value: str) -> str:
+        """Store ``value`` under ``name``; returns the reference a VM reads it by."""
+        ...
+
+    def delete_secret(self, name: str) -> None:
+        """Delete the secret; a missing one is not an error."""
+        ...
+
+    def cleanup_secrets(self, experiment: str | None = None) -> list[str]:
+        """Delete the broker secrets sweeps left behind; returns their names."""
+        ...
+
+    def cleanup(self, experiment: str | None = None) -> list[Instance]:
+        """Terminate every live instance of ``experiment`` (every managed one when None)."""
+        ...
+
+
+@runtime_checkable
+class CloudProvider(Provider, CloudServices, Protocol):
+    """A provider that rents VMs on a cloud (AWS, GCP): its VMs run ``bootstrap``."""
+
+    bootstrap: Bootstrap | None

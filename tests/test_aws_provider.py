@@ -276,6 +276,23 @@ def test_quota_error_moves_to_the_next_type_at_once(aws):
     assert launches(aws) == [("g4dn.12xlarge", "us-east-1a"), ("g5.xlarge", "us-east-1a")]
 
 
+def test_not_found_in_one_zone_moves_on_and_everywhere_is_not_found(aws):
+    # A zone whose subnet is gone: the other zones still launch (as on GCP).
+    aws.fail("RunInstances", "InvalidSubnetID.NotFound", status=400,
+             match={"Placement.AvailabilityZone": "us-east-1a"},
+             message="The subnet ID 'subnet-gone' does not exist")
+    p = provider(aws, zones=["us-east-1a", "us-east-1b"])
+    (inst,) = p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})
+    assert inst.zone == "us-east-1b"
+    assert launches(aws) == [("g4dn.xlarge", "us-east-1a"), ("g4dn.xlarge", "us-east-1b")]
+    aws.faults.clear()
+    aws.fail("RunInstances", "InvalidAMIID.NotFound", status=400)
+    with pytest.raises(NotFoundError, match="g5.xlarge in us-east-1b: InvalidAMIID.NotFound"):
+        p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})
+    assert [i.instance_id for i in p.list("e")] == [inst.instance_id]
+    assert len(launches(aws)) == 2 + 6     # every type in every zone was tried
+
+
 def test_everything_exhausted(aws):
     aws.fail("RunInstances", "InsufficientInstanceCapacity", match={"InstanceType": "g5.xlarge"})
     aws.fail("RunInstances", "MaxSpotInstanceCountExceeded",

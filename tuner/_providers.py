@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import RealClock
-from cloud import Bootstrap, LocalProvider, Provider, ProviderError
+from cloud import Bootstrap, CloudProvider, LocalProvider, Provider, ProviderError
 from tuner._beacon import ControllerBeacon, controller_key
 from tuner._config import SweepConfig
 from tuner._errors import ConfigError
@@ -145,7 +145,7 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
     first = instance_type or types[0]
     secret = (f"/elastune/{experiment_id}/broker" if p.type == "aws"
               else f"elastune-{experiment_id}-broker")
-    provider: Any
+    provider: CloudProvider
     region = p.region
     if p.type == "aws":
         from cloud import AwsProvider
