@@ -61,7 +61,7 @@ from benchmarks.planner import (  # noqa: E402
     sim_setting,
 )
 from budgets import JobShape, StageWorkers  # noqa: E402
-from tuner.sim import simulate  # noqa: E402
+from tuner.sim import simulate_wired  # noqa: E402
 
 PASSES = 2   # single-stage changes tried from the best cluster of the first search
 
@@ -127,7 +127,7 @@ def run_cases(data_dir: str, name: str, seed: int, cases: list[dict[str, Any]],
                 memo: dict[tuple[int, ...], tuple[bool, float]] = memo) -> tuple[bool, float]:
             if cand not in memo:
                 keep, *counts = cand
-                r = simulate(curves, **common, scheduler=sched, num_trials=n,
+                r = simulate_wired(curves, **common, scheduler=sched, num_trials=n,
                              workers=counts[0], time_budget_s=deadline,
                              scaling=StageWorkers(counts, boot_s=BOOT.mean, keep=bool(keep)))
                 memo[cand] = (r.outcome.reason == "done" and r.wall_s <= deadline,

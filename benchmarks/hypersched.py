@@ -53,7 +53,7 @@ from budgets import (  # noqa: E402
     Reallocation,
     Static,
 )
-from tuner.sim import SAMPLE_DIR, SimInstanceType, default_data_dir, discover, load_curves, simulate  # noqa: E402
+from tuner.sim import SAMPLE_DIR, SimInstanceType, default_data_dir, discover, load_curves, simulate_wired  # noqa: E402
 
 PAPER_DEADLINES_S = (900.0, 1800.0, 3600.0)
 ETA = 4
@@ -118,7 +118,7 @@ def run_one(data_dir: Path, task: Task, deadline_s: float, policy: str, seed: in
                if policy == "hypersched" else None)
     itype = SimInstanceType(f"sim-{gpus}gpu", slots=gpus, on_demand_per_hour=float(gpus),
                             spot_per_hour=float(gpus))
-    r = simulate(curves, metric=curves.metric, mode=curves.mode,
+    r = simulate_wired(curves, metric=curves.metric, mode=curves.mode,
                  scheduler={"type": "asha", "min_resource": 1,
                             "max_resource": task.max_resource, "reduction_factor": ETA},
                  num_trials=len(curves), workers=instances, instance_type=itype,

@@ -271,10 +271,10 @@ def build_status_store(exp_dir: Path, trials: int) -> float:
     """A store of ``trials`` trials written by the real controller in simulation (ASHA 1..27
     on 200 workers); in memory, then one copy to disk."""
     from benchmarks.scale import PowerLawCurves
-    from tuner.sim import simulate, uniform_boot
+    from tuner.sim import simulate_wired, uniform_boot
 
     t = time.perf_counter()
-    r = simulate(PowerLawCurves(trials, 27, step_s=60.0), metric="acc", mode="max",
+    r = simulate_wired(PowerLawCurves(trials, 27, step_s=60.0), metric="acc", mode="max",
                  scheduler={"type": "asha", "min_resource": 1, "max_resource": 27,
                             "reduction_factor": 3},
                  num_trials=trials, workers=min(200, max(1, trials // 10)),

@@ -93,7 +93,7 @@ from tuner.sim import (  # noqa: E402
     default_data_dir,
     discover,
     load_curves,
-    simulate,
+    simulate_wired,
     uniform_boot,
 )
 
@@ -340,7 +340,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         nonlocal sims
         sims += 1
         try:
-            return simulate(curves, **{**common, **kw}), None
+            return simulate_wired(curves, **{**common, **kw}), None
         except RuntimeError as exc:  # e.g. a budget below one worker's billing minimum
             return None, f"{type(exc).__name__}: {exc}"
 
@@ -529,7 +529,7 @@ def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: floa
             plan = replanner.initial()
             plan_s.append(plan.inputs["solve_s"])
             try:
-                r = simulate(curves, **sim_setting(curves, task, 0, itype),
+                r = simulate_wired(curves, **sim_setting(curves, task, 0, itype),
                              scheduler=sha_scheduler(task), num_trials=THOUSAND,
                              workers=max(1, plan.workers_for_rung(0)),
                              scaling=FollowPlan(plan), replanner=replanner,

@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from tuner.sim import simulate, uniform_boot  # noqa: E402
+from tuner.sim import simulate_wired, uniform_boot  # noqa: E402
 
 
 class PowerLawCurves:
@@ -72,7 +72,7 @@ def run_large(trials: int, workers: int) -> dict[str, Any]:
     curves = PowerLawCurves(trials, 27, step_s=60.0)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    r = simulate(curves, metric="acc", mode="max",
+    r = simulate_wired(curves, metric="acc", mode="max",
                  scheduler={"type": "asha", "min_resource": 1, "max_resource": 27,
                             "reduction_factor": 3},
                  num_trials=trials, workers=workers, boot_s=uniform_boot(60, 180), seed=0,
@@ -90,7 +90,7 @@ def run_small(segments: int, workers: int) -> dict[str, Any]:
     curves = PowerLawCurves(segments, 1, step_s=1.0)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    r = simulate(curves, metric="acc", mode="max",
+    r = simulate_wired(curves, metric="acc", mode="max",
                  scheduler={"type": "asha", "min_resource": 1, "max_resource": 1,
                             "reduction_factor": 3},
                  num_trials=segments, workers=workers, boot_s=lambda rng: 0.0, seed=0,

@@ -61,7 +61,7 @@ from budgets import (  # noqa: E402
     SpotPolicy,
     Static,
 )
-from tuner.sim import default_data_dir, load_curves, simulate  # noqa: E402
+from tuner.sim import default_data_dir, load_curves, simulate_wired  # noqa: E402
 
 FACTORS = (1.5, 3.0)
 POLICIES = ("on-demand", "spot", "deadline-safe", "exploratory")
@@ -74,7 +74,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
     common = dict(sim_setting(curves, task, seed, itype), scheduler=sha_scheduler(task),
                   num_trials=task.num_trials)
     n = task.num_trials
-    base = simulate(curves, workers=n, scaling=Static(n), **common)
+    base = simulate_wired(curves, workers=n, scaling=Static(n), **common)
     shape = JobShape(n, 1, task.max_resource, ETA)
     cases = []
     for f in FACTORS:
@@ -86,7 +86,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
             replanner = Replanner(shape, Profile(task.s_per_step, boot=BOOT), itype, deadline,
                                   billing_minimum_s=BILLING_MINIMUM_S, max_workers=n, **margin)
             plan = replanner.initial()
-            r = simulate(curves, workers=max(1, plan.workers_for_rung(0)),
+            r = simulate_wired(curves, workers=max(1, plan.workers_for_rung(0)),
                          scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline,
                          preemptions_per_hour=rate, spot=name == "spot", spot_policy=policy,
                          **common)

@@ -68,7 +68,7 @@ def _digits(base: Path) -> Path:
 
 def _sim_plan(base: Path) -> Path:
     from budgets import BootLatency, FollowPlan, InstanceType, JobShape, Profile, Replanner
-    from tuner.sim import simulate
+    from tuner.sim import simulate_wired
 
     exp = base / "sim-plan-run"
     exp.mkdir()
@@ -77,7 +77,7 @@ def _sim_plan(base: Path) -> Path:
     planner = Replanner(JobShape(81, 1, 27, 3), Profile(10.0, boot=BootLatency(60, 180)), itype,
                         deadline_s=deadline, billing_minimum_s=60.0, max_workers=40)
     plan = planner.initial()
-    r = simulate(Synth(), metric="acc", mode="max",
+    r = simulate_wired(Synth(), metric="acc", mode="max",
                  scheduler={"type": "sha", "min_resource": 1, "max_resource": 27,
                             "reduction_factor": 3},
                  num_trials=81, workers=max(1, plan.workers_for_rung(0)), spot=True,
@@ -92,10 +92,10 @@ def _sim_10k(base: Path) -> Path:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from benchmarks.scale import PowerLawCurves
-    from tuner.sim import simulate, uniform_boot
+    from tuner.sim import simulate_wired, uniform_boot
 
     # In memory, then one backup to disk: the store's per-event commits are the slow part.
-    r = simulate(PowerLawCurves(10_000, 27, step_s=60.0), metric="acc", mode="max",
+    r = simulate_wired(PowerLawCurves(10_000, 27, step_s=60.0), metric="acc", mode="max",
                  scheduler={"type": "asha", "min_resource": 1, "max_resource": 27,
                             "reduction_factor": 3},
                  num_trials=10_000, workers=200, boot_s=uniform_boot(60, 180), seed=0,

@@ -29,7 +29,7 @@ from tuner._sampling import PermutationSampler, Sampler
 from tuner._store import Store
 from tuner.schedulers import ASHA as AsyncHalving
 from tuner.schedulers import Job, SuccessiveHalving, TrialStatus
-from tuner.sim import SIM_SETTINGS, SimExecutor, SimInstanceType, SimProvider, simulate
+from tuner.sim import SIM_SETTINGS, SimExecutor, SimInstanceType, SimProvider, simulate_wired
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.
@@ -182,7 +182,7 @@ def _sweep(more: bool, budget: float = 2.0, deadline: float = 3000.0, max_trials
     rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
                    deadline, cost_budget_usd=budget, billing_minimum_s=0, max_trials=max_trials)
     plan = rp.initial()
-    return simulate(Synth(n=27), metric="acc", mode="max",
+    return simulate_wired(Synth(n=27), metric="acc", mode="max",
                     scheduler={**scheduler, "max_resource": 9},
                     num_trials=9, workers=max(1, plan.workers_for_rung(0)), seed=0,
                     boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
@@ -254,7 +254,7 @@ def test_a_sweep_stopped_in_its_second_bracket_resumes_it(tmp_path):
                    3000.0, cost_budget_usd=2.0, billing_minimum_s=0, max_trials=27)
     plan = rp.initial()
     db = tmp_path / "sweep"
-    stopped = simulate(curves, metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    stopped = simulate_wired(curves, metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                        num_trials=9, workers=max(1, plan.workers_for_rung(0)), seed=0,
                        boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
                        time_budget_s=3000.0, cost_budget_usd=2.0, billing_minimum_s=0.0,

@@ -15,7 +15,7 @@ import pytest
 
 from budgets import BootLatency, FollowPlan, InstanceType, JobShape, Profile, Replanner, Static
 from tests.test_simulate import ASHA, SHA, Synth
-from tuner.sim import SimFaults, simulate
+from tuner.sim import SimFaults, simulate_wired
 
 GOLDEN = Path(__file__).parent / "golden" / "simulated_sweeps.json"
 GPU = InstanceType("aws", "sim-gpu", "T4", 1, 4, 16, "us-east-1", 1.0, 0.35)   # as simulated
@@ -33,20 +33,20 @@ def _planned(deadline: float, budget: float | None = None, **kw):
 
 
 CASES = {
-    "sha-static": lambda: simulate(Synth(), metric="acc", mode="max", scheduler=SHA,
+    "sha-static": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA,
                                    num_trials=81, workers=9, seed=0),
-    "asha-noisy-spot": lambda: simulate(Synth(), metric="acc", mode="max", scheduler=ASHA,
+    "asha-noisy-spot": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA,
                                         num_trials=81, workers=6, seed=1, step_noise=0.2,
                                         spot=True, preemptions_per_hour=1.0),
-    "hyperband": lambda: simulate(Synth(), metric="acc", mode="max",
+    "hyperband": lambda: simulate_wired(Synth(), metric="acc", mode="max",
                                   scheduler={**ASHA, "type": "hyperband"}, num_trials=None,
                                   workers=5, seed=2, scaling=Static(5)),
-    "sha-follows-plan": lambda: simulate(Synth(), metric="acc", mode="max", scheduler=SHA,
+    "sha-follows-plan": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA,
                                          seed=3, step_noise=0.1, **_planned(4000.0)),
-    "chosen-count-brackets": lambda: simulate(
+    "chosen-count-brackets": lambda: simulate_wired(
         Synth(n=81), metric="acc", mode="max", scheduler={**SHA, "max_resource": 27}, seed=4,
         more_brackets=True, **_planned(6000.0, budget=3.0, num_trials=27, max_trials=81)),
-    "asha-faults": lambda: simulate(
+    "asha-faults": lambda: simulate_wired(
         Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=6, seed=5,
         max_failures=1, spot=True, preemptions_per_hour=0.5, time_budget_s=20_000.0,
         faults=SimFaults(app_error_prob=0.15, nan_prob=0.02, worker_losses_per_hour=1.0,

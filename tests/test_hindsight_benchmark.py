@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import hindsight, planner  # noqa: E402
-from tuner.sim import simulate  # noqa: E402
+from tuner.sim import simulate_wired  # noqa: E402
 
 
 def test_wave_counts_give_each_number_of_waves_once():
@@ -69,7 +69,7 @@ def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
     task = planner.make_task(SAMPLE_DIR, case["task"])
     curves = planner.load_curves(str(SAMPLE_DIR), case["task"])
     common = planner.sim_setting(curves, task, case["seed"], planner.one_gpu_type())
-    r = simulate(curves, **common, scheduler=planner.sha_scheduler(task),
+    r = simulate_wired(curves, **common, scheduler=planner.sha_scheduler(task),
                  num_trials=task.num_trials, workers=found["workers"][0],
                  time_budget_s=case["deadline_s"],
                  scaling=StageWorkers(found["workers"], boot_s=planner.BOOT.mean,

@@ -11,7 +11,7 @@ from tests.test_simulate import Synth
 from tuner._journal import replay
 from tuner._store import Store
 from tuner.schedulers import ASHA
-from tuner.sim import SimInstanceType, simulate
+from tuner.sim import SimInstanceType, simulate_wired
 
 HALF = Speedup({1: 1.0, 2: 1.5, 4: 2.0})   # s(2) = 1.5, s(4) = 2: easy fractions
 
@@ -84,7 +84,7 @@ FOUR_GPUS = SimInstanceType("sim-4gpu", slots=4, on_demand_per_hour=4.0, spot_pe
 
 def _run(seed, reallocation):
     # 2 instances x 4 GPUs, 81 configs of 27 steps of 10 s: plain ASHA cannot finish by 400 s.
-    return simulate(Synth(), metric="acc", mode="max", scheduler=ASHA_27, num_trials=81,
+    return simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA_27, num_trials=81,
                     workers=2, instance_type=FOUR_GPUS, scaling=Static(2), time_budget_s=400.0,
                     speedup=RESNET50_CIFAR10, setup_s=10.0, seed=seed,
                     reallocation=reallocation)

@@ -23,7 +23,7 @@ from budgets import (
 )
 from budgets import _replan as replan_module
 from tests.test_simulate import SHA, Synth
-from tuner.sim import simulate, uniform_boot
+from tuner.sim import simulate_wired, uniform_boot
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.
@@ -132,7 +132,7 @@ def _sweep(replan: bool, deadline: float = 900.0):
     rp = Replanner(JobShape(81, 1, 27, 3), Profile(4.0, boot=BootLatency.fixed(60)), SIM_GPU,
                    deadline, billing_minimum_s=60, max_workers=81)
     plan = rp.initial()
-    return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    return simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                     workers=plan.workers_for_rung(0), time_budget_s=deadline, seed=0,
                     boot_s=lambda rng: 60.0, scaling=FollowPlan(plan),
                     replanner=rp if replan else None)
@@ -157,7 +157,7 @@ def test_a_stage_is_not_shrunk_on_its_first_and_quickest_segments():
     rp = Replanner(JobShape(81, 1, 27, 3), Profile(20.0, boot=BootLatency(60, 180)), SIM_GPU,
                    3000.0, billing_minimum_s=60, max_workers=81)
     plan = rp.initial()
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                  workers=plan.workers_for_rung(0), time_budget_s=3000.0, seed=1,
                  boot_s=uniform_boot(60, 180), scaling=FollowPlan(plan), replanner=rp)
     assert r.outcome.reason == "done"
@@ -274,7 +274,7 @@ def test_workers_idle_behind_a_straggler_go_come_back_for_its_expected_end_and_g
     rungs = [RungPlan(0, 27, 1, 1, 3, 30.0, 400.0), RungPlan(1, 9, 3, 1, 3, 400.0, 1100.0),
              RungPlan(2, 3, 9, 1, 3, 1100.0, 3000.0)]
     plan = Plan(True, 0.0, 3000.0, 27, rungs, [], inputs={"boot_s": 30})
-    r = simulate(_Straggler(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    r = simulate_wired(_Straggler(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=27, workers=3, seed=0, boot_s=lambda rng: 30.0,
                  scaling=FollowPlan(plan), billing_minimum_s=0.0)
     assert r.outcome.reason == "done"
@@ -318,7 +318,7 @@ def test_workers_idle_behind_a_first_stage_straggler_go_while_it_overruns():
     rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 100.0), RungPlan(1, 3, 3, 1, 3, 100.0, 200.0),
              RungPlan(2, 1, 9, 1, 1, 200.0, 400.0)]
     plan = Plan(True, 0.0, 400.0, 9, rungs, [], inputs={"boot_s": 30})
-    r = simulate(_FirstStageStraggler(), metric="acc", mode="max",
+    r = simulate_wired(_FirstStageStraggler(), metric="acc", mode="max",
                  scheduler={**SHA, "max_resource": 9}, num_trials=9, workers=3, seed=0,
                  boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), billing_minimum_s=0.0)
     assert r.outcome.reason == "done"
@@ -330,7 +330,7 @@ def test_workers_idle_behind_a_first_stage_straggler_go_while_it_overruns():
 
 
 def test_follow_plan_launches_for_a_larger_stage_before_it_starts():
-    r = simulate(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    r = simulate_wired(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=1, seed=0, boot_s=lambda rng: 60.0,
                  scaling=FollowPlan(_growing_plan()))
     assert r.outcome.reason == "done"
@@ -461,7 +461,7 @@ def _warm_sweep(step_costs: tuple[float, ...]):
                    Profile(10.0, boot=BootLatency.fixed(60), step_costs=step_costs), SIM_GPU,
                    1500.0, billing_minimum_s=60, max_workers=81)
     plan = rp.initial()
-    return simulate(_WarmFirstStep(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    return simulate_wired(_WarmFirstStep(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                     workers=plan.workers_for_rung(0), time_budget_s=1500.0, seed=0,
                     boot_s=lambda rng: 60.0, scaling=FollowPlan(plan), replanner=rp)
 
@@ -614,7 +614,7 @@ def _straggler_sweep(cost_budget_usd):
     rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
                    700.0, cost_budget_usd=cost_budget_usd, billing_minimum_s=0)
     plan = rp.initial()
-    return simulate(_Straggler(), metric="acc", mode="max",
+    return simulate_wired(_Straggler(), metric="acc", mode="max",
                     scheduler={**SHA, "max_resource": 9}, num_trials=27,
                     workers=max(1, plan.workers_for_rung(0)), seed=0,
                     boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
@@ -714,7 +714,7 @@ def _first_stage_straggler_sweep(cost_budget_usd):
     rungs = [RungPlan(0, 9, 1, 1, 3, 30.0, 100.0), RungPlan(1, 3, 3, 1, 3, 100.0, 200.0),
              RungPlan(2, 1, 9, 1, 1, 200.0, 400.0)]
     plan = Plan(True, 0.0, 400.0, 9, rungs, [], inputs={"boot_s": 30})
-    r = simulate(_FirstStageStraggler(), metric="acc", mode="max",
+    r = simulate_wired(_FirstStageStraggler(), metric="acc", mode="max",
                  scheduler={**SHA, "max_resource": 9}, num_trials=9, workers=3, seed=0,
                  boot_s=lambda rng: 30.0, scaling=FollowPlan(plan),
                  replanner=_HeldPlan(plan, cost_budget_usd), time_budget_s=3000.0,
@@ -753,7 +753,7 @@ def test_early_promotion_runs_the_same_sweep_for_less(replanned):
             rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)),
                            SIM_GPU, 4000.0, billing_minimum_s=0, max_workers=27)
             plan = rp.initial()
-        return simulate(_Straggler(), metric="acc", mode="max",
+        return simulate_wired(_Straggler(), metric="acc", mode="max",
                         scheduler={**SHA, "max_resource": 9, "early_promotion": early},
                         num_trials=27, workers=max(1, plan.workers_for_rung(0)), seed=0,
                         boot_s=lambda rng: 30.0, scaling=FollowPlan(plan), replanner=rp,
@@ -778,7 +778,7 @@ def test_early_promotion_refuses_a_re_planner_that_may_cut_a_stage():
     rp = Replanner(JobShape(27, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(30)), SIM_GPU,
                    20_000.0, cost_budget_usd=5.0, billing_minimum_s=0)
     with pytest.raises(ValueError, match="early_promotion"):
-        simulate(_Straggler(), metric="acc", mode="max",
+        simulate_wired(_Straggler(), metric="acc", mode="max",
                  scheduler={**SHA, "max_resource": 9, "early_promotion": True}, num_trials=27,
                  workers=1, seed=0, scaling=FollowPlan(rp.initial()), replanner=rp,
                  time_budget_s=20_000.0, cost_budget_usd=5.0)
@@ -810,11 +810,11 @@ def test_stage_workers_hold_each_stages_count_and_keep_or_let_go_behind_straggle
 
 def test_a_stage_workers_cluster_lets_the_workers_of_pruned_trials_go():
     # 27 trials, rungs 1/3/9: 9 workers for stage 0, 3 for stage 1, 1 for the last.
-    r = simulate(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=27, workers=9, seed=3, boot_s=uniform_boot(60, 180),
                  scaling=StageWorkers([9, 3, 1], boot_s=120.0))
     assert r.outcome.reason == "done"
-    fixed = simulate(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    fixed = simulate_wired(Synth(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                      num_trials=27, workers=9, seed=3, boot_s=uniform_boot(60, 180),
                      scaling=Static(9))
     assert fixed.outcome.reason == "done"

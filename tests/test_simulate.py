@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tuner.sim import simulate
+from tuner.sim import simulate_wired
 
 
 class Synth:
@@ -37,7 +37,7 @@ SHA = {**ASHA, "type": "sha"}
 
 
 def test_sha_in_simulation_runs_the_stage_sizes_and_is_deterministic():
-    runs = [simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    runs = [simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                      workers=8, cost_budget_usd=100.0, seed=3) for _ in range(2)]
     a, b = runs
     assert a.wall_s == b.wall_s and a.spend_usd == b.spend_usd
@@ -50,21 +50,21 @@ def test_sha_in_simulation_runs_the_stage_sizes_and_is_deterministic():
 
 
 def test_each_trial_gets_a_distinct_configuration():
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
                  cost_budget_usd=100.0, seed=0)
     assert r.trials["params.config"].nunique() == 81
 
 
 def test_spend_never_passes_the_cost_budget_in_simulation():
     for budget in (0.2, 0.35, 0.5):
-        r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81,
+        r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81,
                      workers=8, cost_budget_usd=budget, seed=1)
         assert r.budget_respected and r.spend_usd <= budget, (budget, r.spend_usd)
         assert r.outcome.reason == "budget"
 
 
 def test_the_deadline_ends_a_simulated_sweep_with_the_best_so_far():
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=4,
                  time_budget_s=400.0, seed=2)
     assert r.outcome.reason == "deadline" and r.deadline_met
     assert r.best_value is not None
@@ -73,7 +73,7 @@ def test_the_deadline_ends_a_simulated_sweep_with_the_best_so_far():
 
 def test_diverged_runs_are_failed_trials():
     diverge = {f"c{i}": 2 for i in range(0, 81, 9)}
-    r = simulate(Synth(diverge=diverge), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    r = simulate_wired(Synth(diverge=diverge), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                  workers=8, cost_budget_usd=100.0, seed=0)
     failed = r.trials[r.trials["state"] == "failed"]
     # Every trial runs rung 0 (1 step); a diverged one fails when promoted to step 3.
@@ -84,7 +84,7 @@ def test_diverged_runs_are_failed_trials():
 
 
 def test_spot_preemptions_cost_segments_not_trials():
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=8,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=8,
                  spot=True, preemptions_per_hour=6.0, cost_budget_usd=100.0, seed=4)
     lost = [s for s in r.store.segments() if s["state"] == "preempted"]
     assert lost, "no preemption happened"
@@ -97,7 +97,7 @@ def test_spot_preemptions_cost_segments_not_trials():
 
 
 def test_capacity_failures_are_retried():
-    r = simulate(Synth(n=27), metric="acc", mode="max", scheduler=ASHA, num_trials=27,
+    r = simulate_wired(Synth(n=27), metric="acc", mode="max", scheduler=ASHA, num_trials=27,
                  workers=4, capacity_failure_prob=0.5, cost_budget_usd=100.0, seed=5)
     assert r.outcome.state == "finished" and r.outcome.reason == "done"
     assert len(r.trials) == 27
@@ -116,9 +116,9 @@ def test_elastic_policies_cost_less_than_a_static_cluster_for_the_same_sweep():
 
     common = dict(metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=27,
                   cost_budget_usd=100.0, seed=0, boot_s=lambda rng: 60.0)
-    static = simulate(Synth(), **common)
-    naive = simulate(Synth(), scaling=ReleaseIdle(27), **common)
-    planned = simulate(Synth(), scaling=FollowPlan(_sha_plan([81, 27, 9, 3], 27)), **common)
+    static = simulate_wired(Synth(), **common)
+    naive = simulate_wired(Synth(), scaling=ReleaseIdle(27), **common)
+    planned = simulate_wired(Synth(), scaling=FollowPlan(_sha_plan([81, 27, 9, 3], 27)), **common)
     for run in (naive, planned):
         assert run.best_value == static.best_value            # the same sweep...
         assert Counter(run.trials["state"]) == Counter(static.trials["state"])

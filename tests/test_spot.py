@@ -20,7 +20,7 @@ from budgets import (
 from tests.test_simulate import SHA, Synth
 from tuner._config import ProviderConfig
 from tuner._errors import ConfigError
-from tuner.sim import SimInstanceType, simulate, uniform_boot
+from tuner.sim import SimInstanceType, simulate_wired, uniform_boot
 
 GPU = InstanceType("aws", "sim-gpu", "T4", 1, 4, 16, "us-east-1", 1.0, 0.35)
 SIM = SimInstanceType("sim-gpu", slots=1, on_demand_per_hour=1.0, spot_per_hour=0.35)
@@ -81,7 +81,7 @@ def test_sweep_config_names_the_policy_and_refuses_it_where_it_cannot_apply():
 def test_a_policy_on_a_fixed_cluster_does_not_starve_the_last_rung():
     # Nothing re-buys a fixed cluster: the policy must not take work from its VMs (the last
     # rung would wait for on-demand VMs that never come). It runs on one market and ends.
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=9,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81, workers=9,
                  instance_type=SIM, seed=0, boot_s=lambda rng: 60.0, time_budget_s=20000.0,
                  spot_policy=SpotPolicy("exploratory"))
     assert r.outcome.reason == "done"
@@ -94,7 +94,7 @@ def _runs(deadline_factor: float, seed: int = 0, rate: float = 0.25):
     common = dict(metric="acc", mode="max", scheduler=SHA, num_trials=81, instance_type=SIM,
                   boot_s=uniform_boot(60, 180), time_scale=10.0, billing_minimum_s=60.0,
                   seed=seed)
-    base = simulate(Synth(), workers=81, scaling=Static(81), **common)
+    base = simulate_wired(Synth(), workers=81, scaling=Static(81), **common)
     deadline = deadline_factor * base.wall_s
     out = {}
     for name, policy in (("on-demand", None), ("exploratory", SpotPolicy("exploratory"))):
@@ -102,7 +102,7 @@ def _runs(deadline_factor: float, seed: int = 0, rate: float = 0.25):
         rp = Replanner(JobShape(81, 1, 27, 3), Profile(100.0, boot=BootLatency(60, 180)), GPU,
                        deadline, billing_minimum_s=60.0, **margin)
         plan = rp.initial()
-        out[name] = simulate(Synth(), workers=max(1, plan.workers_for_rung(0)),
+        out[name] = simulate_wired(Synth(), workers=max(1, plan.workers_for_rung(0)),
                              scaling=FollowPlan(plan), replanner=rp, time_budget_s=deadline,
                              preemptions_per_hour=rate, spot_policy=policy, **common)
     return deadline, out

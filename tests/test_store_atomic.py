@@ -7,7 +7,7 @@ import pytest
 
 from tests.test_simulate import SHA, Synth
 from tuner._store import Store
-from tuner.sim import simulate
+from tuner.sim import simulate_wired
 
 
 def test_atomic_writes_commit_together_or_not_at_all(tmp_path):
@@ -47,7 +47,7 @@ def test_a_controller_dying_before_the_journal_entry_leaves_the_segment_unfinish
     monkeypatch.setattr(Store, "journal_add", journal_add)
     path = tmp_path / "store.db"
     with pytest.raises(_Dies):
-        simulate(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+        simulate_wired(Synth(n=9), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=3, seed=0, boot_s=lambda rng: 60.0, store_path=path)
     store = Store(path)
     done = [s for s in store.segments() if s["state"] == "done"]

@@ -21,7 +21,7 @@ from budgets import (
 )
 from tests.test_replanning import GPU, SIM_GPU  # $3.6/h: an instance-second is $0.001
 from tests.test_simulate import SHA, Synth
-from tuner.sim import SIM_SETTINGS, simulate
+from tuner.sim import SIM_SETTINGS, simulate_wired
 
 # Re-planners whose figures are worked out by hand below keep ``margin=0.1`` (10 % free) as
 # their comments do; sweeps use DEFAULT_MARGIN.
@@ -118,7 +118,7 @@ def _spied_sweep(curves, shape: JobShape, workers: int = 9):
         seen.append(view)
         return rp(view)
 
-    r = simulate(curves, metric="acc", mode="max",
+    r = simulate_wired(curves, metric="acc", mode="max",
                  scheduler={**SHA, "min_resource": shape.min_resource},
                  num_trials=shape.num_trials, workers=workers, seed=0, boot_s=lambda rng: 60.0,
                  scaling=FollowPlan(rp.initial()), replanner=spy)
@@ -157,7 +157,7 @@ def _budget_sweep(replanner: bool, budget: float = BUDGET):
     rp = Replanner(shape, Profile(5.0, boot=BootLatency.fixed(60)), SIM_GPU, 3000.0,
                    cost_budget_usd=budget, billing_minimum_s=60, margin=0.1)
     plan = rp.initial()
-    return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
+    return simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=81,
                     workers=max(1, plan.workers_for_rung(0)), time_budget_s=3000.0,
                     cost_budget_usd=budget, seed=0, boot_s=lambda rng: 60.0,
                     scaling=FollowPlan(plan), replanner=rp if replanner else None), rp
@@ -210,7 +210,7 @@ def _spare_budget_sweep(budget: float):
     rp = Replanner(JobShape(27, 1, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)),
                    SIM_GPU, 3000.0, cost_budget_usd=budget, billing_minimum_s=60)
     plan = rp.initial()
-    return simulate(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=27,
+    return simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA, num_trials=27,
                     workers=max(1, plan.workers_for_rung(0)), time_budget_s=3000.0,
                     cost_budget_usd=budget, seed=0, boot_s=lambda rng: 60.0,
                     scaling=FollowPlan(plan), replanner=rp)
@@ -466,7 +466,7 @@ def test_segments_still_running_past_the_fit_count_in_it():
         seen.append(view)
         return rp(view)
 
-    r = simulate(SlowTail(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    r = simulate_wired(SlowTail(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=9, seed=0, boot_s=lambda rng: 60.0,
                  scaling=FollowPlan(rp.initial()), replanner=spy)
     assert r.outcome.reason == "done"
@@ -556,7 +556,7 @@ def test_the_controller_follows_an_admission_limit_down_and_back_up():
         seen.append(view)
         return plans[9] if len(seen) == 1 else plans[27]
 
-    r = simulate(Synth(n=27), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
+    r = simulate_wired(Synth(n=27), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=27, workers=1, seed=0, boot_s=lambda rng: 30.0,
                  scaling=FollowPlan(plans[27]), replanner=replanner, billing_minimum_s=0.0)
     journal = r.store.journal()

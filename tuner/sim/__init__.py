@@ -7,6 +7,7 @@ from tuner.sim._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, 
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
 from tuner.sim._simulate import SIM_SETTINGS, SimFaults, SimResult, settings_grace, simulate
+from tuner.sim._wired import simulate_wired
 
 __all__ = [
     "DEFAULT_TYPE",
@@ -23,5 +24,6 @@ __all__ = [
     "load_curves",
     "settings_grace",
     "simulate",
+    "simulate_wired",
     "uniform_boot",
 ]

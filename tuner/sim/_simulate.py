@@ -16,11 +16,10 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import Ledger, Plan, Reallocation, ReplanView, ScalingPolicy, SimClock, SpotPolicy
-from tuner._controller import Controller, Outcome, RunSpec, Settings
-from tuner._sampling import PermutationSampler, Sampler
+from budgets import SimClock
+from tuner._controller import Controller, Outcome, Settings
+from tuner._sampling import PermutationSampler
 from tuner._store import Store
-from tuner.schedulers import make_scheduler
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
 
@@ -61,60 +60,17 @@ class SimResult:
     executor: SimExecutor | None = None
 
 
-def simulate(
-    curves: Any,
-    *,
-    metric: str,
-    mode: str,
-    scheduler: Mapping[str, Any],
-    num_trials: int | None,
-    workers: int,
-    time_budget_s: float | None = None,
-    cost_budget_usd: float | None = None,
-    gpus_per_trial: int = 1,
-    instance_type: SimInstanceType | None = None,
-    spot: bool = False,
-    spot_policy: SpotPolicy | None = None,
-    boot_s: Callable[[random.Random], float] | None = None,
-    capacity_failure_prob: float = 0.0,
-    preemptions_per_hour: float = 0.0,
-    step_noise: float = 0.0,
-    speedup: Callable[[int], float] | None = None,
-    time_scale: float = 1.0,
-    seed: int = 0,
-    settings: Settings | None = None,
-    store_path: str | Path = ":memory:",
-    billing_minimum_s: float = 60.0,
-    experiment_id: str = "sim",
-    scaling: ScalingPolicy | None = None,
-    replanner: Callable[[ReplanView], Plan | None] | None = None,
-    faults: SimFaults | None = None,
-    max_failures: int = 0,
-    raise_errors: bool = True,
-    reallocation: Reallocation | None = None,
-    setup_s: float = 0.0,
-    more_brackets: bool = False,
-) -> SimResult:
-    """Run a sweep over ``curves`` (a :class:`CurveSet`) in simulated time.
-
-    ``faults`` adds the faults of :class:`SimFaults`; ``max_failures`` is how many times a
-    trial may fail (its trainable raise) before it is given up, as in a real sweep. With
-    ``raise_errors=False`` a sweep the controller gives up on (it has shut down, as a real one
-    would) comes back as an outcome with state ``failed``, reason ``error`` and the message,
-    so what it left in the store can still be inspected. ``reallocation`` is the controller's
-    deadline policy (HyperSched; None: off). ``spot_policy`` picks each launch's market
-    (preemptions then strike the spot ones). ``setup_s`` is what every segment pays before its
-    first step (starting the trainable, restoring its checkpoint): the restart cost.
-    ``more_brackets``: as a sweep whose number of trials the planner chose, start another
-    bracket when one finishes with time and budget left (``replanner.next_bracket``; an ASHA
-    sweep admits that many more trials).
-    """
+def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
+          boot_s: Callable[[random.Random], float], capacity_failure_prob: float = 0.0,
+          preemptions_per_hour: float = 0.0, step_noise: float = 0.0,
+          speedup: Callable[[int], float] | None = None, time_scale: float = 1.0,
+          seed: int = 0, setup_s: float = 0.0, faults: SimFaults | None = None,
+          ) -> tuple[SimClock, SimProvider, SimExecutor]:
+    """The simulated clock, cloud and workers a simulated sweep runs on; ``markets``: some
+    instances may be spot (preemptions strike only those)."""
     clock = SimClock()
     f = faults or SimFaults()
-    markets = spot or spot_policy is not None   # some instances may be spot
-    itype = instance_type or SimInstanceType("sim-gpu", slots=max(1, gpus_per_trial),
-                                             on_demand_per_hour=1.0, spot_per_hour=0.35)
-    provider = SimProvider(clock, types=(itype,), boot_s=boot_s or uniform_boot(),
+    provider = SimProvider(clock, types=(itype,), boot_s=boot_s,
                            capacity_failure_prob=capacity_failure_prob,
                            preemptions_per_hour=preemptions_per_hour if markets else 0.0, seed=seed,
                            capacity_outages=f.capacity_outages,
@@ -128,28 +84,14 @@ def simulate(
                            worker_losses_per_hour=f.worker_losses_per_hour,
                            worker_restart_s=f.worker_restart_s, hang_prob=f.hang_prob,
                            notice_s=f.spot_notice_s)
-    store = Store(store_path)
-    store.create_experiment(experiment_id, experiment_id,
-                            {"simulated": getattr(curves, "name", "curves")}, metric, mode,
-                            time_budget_s, cost_budget_usd)
-    sched = make_scheduler(scheduler.get("type", "asha"), scheduler.get("min_resource", 1),
-                           scheduler["max_resource"], scheduler.get("reduction_factor", 3), mode,
-                           num_trials, scheduler.get("first_reduction"),
-                           scheduler.get("early_promotion", False))
-    ids = list(curves.config_ids())
-    space = {"config": IntDistribution(0, len(ids) - 1)}
-    spec = RunSpec(experiment_id=experiment_id, trainable="simulated", metric=metric, mode=mode,
-                   workers=workers, gpus_per_trial=gpus_per_trial, time_budget_s=time_budget_s,
-                   cost_budget_usd=cost_budget_usd, checkpoint_root=Path("/nonexistent"),
-                   max_failures=max_failures, instance_type=itype.name, spot=spot,
-                   spot_policy=spot_policy)
-    ledger = Ledger(cost_budget_usd, billing_minimum_s)
-    controller = Controller(
-        spec, scheduler=sched, sampler=Sampler(space, PermutationSampler(seed), mode, seed),
-        executor=executor,
-        provider=provider, ledger=ledger, store=store,
-        clock=clock, settings=settings or SIM_SETTINGS, scaling=scaling,
-        replanner=replanner, reallocation=reallocation, more_brackets=more_brackets)
+    return clock, provider, executor
+
+
+def run_to_end(controller: Controller, settings: Settings, raise_errors: bool,
+               provider: SimProvider, executor: SimExecutor) -> SimResult:
+    """Run ``controller`` to its end in simulated time; with ``raise_errors=False`` a sweep the
+    controller gave up on comes back failed (reason ``error``), its store kept to inspect."""
+    clock, ledger, spec = controller.clock, controller.ledger, controller.spec
     started = clock.now()
     try:
         outcome = controller.run()
@@ -162,12 +104,106 @@ def simulate(
                           best[0] if best else None, best[1] if best else None,
                           list(controller.latencies), f"{type(exc).__name__}: {exc}")
     wall = outcome.finished_at - outcome.started_at
+    deadline, budget = spec.time_budget_s, spec.cost_budget_usd
     return SimResult(
-        outcome=outcome, trials=store.trials_frame(), best_value=outcome.best_value,
+        outcome=outcome, trials=controller.store.trials_frame(), best_value=outcome.best_value,
         spend_usd=outcome.spend_usd, wall_s=wall,
-        deadline_met=time_budget_s is None or wall <= time_budget_s + settings_grace(settings),
-        budget_respected=cost_budget_usd is None or outcome.spend_usd <= cost_budget_usd + 1e-9,
-        store=store, provider=provider, executor=executor)
+        deadline_met=deadline is None or wall <= deadline + settings_grace(settings),
+        budget_respected=budget is None or outcome.spend_usd <= budget + 1e-9,
+        store=controller.store, provider=provider, executor=executor)
+
+
+def simulate(
+    sweep: Any,
+    curves: Any,
+    *,
+    seed: int | None = None,
+    faults: SimFaults | None = None,
+    boot_s: Callable[[random.Random], float] | None = None,
+    capacity_failure_prob: float = 0.0,
+    preemptions_per_hour: float = 0.0,
+    step_noise: float = 0.0,
+    speedup: Callable[[int], float] | None = None,
+    time_scale: float = 1.0,
+    setup_s: float = 0.0,
+    settings: Settings | None = None,
+    store_path: str | Path = ":memory:",
+    experiment_id: str = "sim",
+    raise_errors: bool = True,
+    **overrides: Any,
+) -> SimResult:
+    """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
+
+    ``sweep`` is what :func:`tuner.tune` takes (a dict, a sweep.yaml path or a
+    ``SweepConfig``; keyword ``overrides`` replace its top-level keys), and it is planned and
+    built as ``tune()`` builds it (:func:`tuner._build.build_controller`): only the clock, the
+    workers and the cloud are simulated. Its trainable and space are the curves' (each trial
+    draws one recorded configuration, without replacement unless ``sampler`` says otherwise);
+    ``metric`` and ``mode`` default to the curves'. The simulated cloud rents the instance type
+    the sweep's plan picks, at its price; a VM boots in a time drawn from the sweep's
+    ``profile.boot_s`` range unless ``boot_s`` draws it.
+
+    The rest describes the world, not the sweep: ``seed`` (also the sweep's, unless it sets
+    one), ``faults``, capacity failures, spot preemptions, step-time noise, ``speedup`` of a
+    trial on g GPUs, ``time_scale`` of the curves' seconds, ``setup_s`` every segment pays
+    before its first step. ``raise_errors=False``: a sweep the controller gave up on comes
+    back failed, its store kept.
+
+    >>> from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
+    >>> curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
+    >>> run = simulate({"scheduler": {"type": "asha", "min_resource": 1, "max_resource": 9},
+    ...                 "num_trials": 9, "provider": {"type": "local", "workers": 3}},
+    ...                curves, seed=0, time_budget=None, cost_budget=10.0)
+    >>> run.outcome.state, len(run.trials), run.budget_respected
+    ('finished', 9, True)
+    """
+    from tuner._build import Parts, build_controller, shaped
+    from tuner._config import load_sweep
+    from tuner._planning import plan_instance
+
+    config = dict(sweep) if isinstance(sweep, Mapping) else sweep
+    ids = list(curves.config_ids())
+    given = {**overrides}
+    if isinstance(config, dict):
+        config = {"name": getattr(curves, "name", "sim").replace("/", "-"),
+                  "metric": getattr(curves, "metric", None),
+                  "mode": getattr(curves, "mode", None), **config}
+        given.setdefault("trainable", replayed)
+        given.setdefault("space", {"config": IntDistribution(0, len(ids) - 1)})
+        if seed is not None and "seed" not in config:
+            given.setdefault("seed", seed)
+    spec = load_sweep(config, **given)
+    world_seed = seed if seed is not None else spec.seed or 0
+    if "sampler" not in spec.model_fields_set:
+        spec = spec.model_copy(update={"sampler": PermutationSampler(world_seed)})
+    spec, plan, chosen = shaped(spec)
+    priced = plan_instance(spec, plan)
+    itype = SimInstanceType(priced.name, slots=priced.gpus,
+                            on_demand_per_hour=priced.on_demand_per_hour,
+                            spot_per_hour=priced.spot_per_hour)
+    low, high = spec.profile.boot_range(spec.provider.type)
+    clock, provider, executor = world(
+        curves, itype, metric=spec.metric, markets=spec.provider.spot is not False,
+        boot_s=boot_s or uniform_boot(low, high), capacity_failure_prob=capacity_failure_prob,
+        preemptions_per_hour=preemptions_per_hour, step_noise=step_noise, speedup=speedup,
+        time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults)
+    store = Store(store_path)
+    store.create_experiment(experiment_id, spec.name, spec.to_json_dict(), spec.metric,
+                            spec.mode, spec.time_budget_s, spec.cost_budget_usd)
+    settings = settings or SIM_SETTINGS
+    parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
+                  settings=settings, trainable="simulated",
+                  checkpoint_root=Path("/nonexistent"), instance_type=itype.name)
+    controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
+                                  chosen=chosen)
+    return run_to_end(controller, settings, raise_errors, provider, executor)
+
+
+def replayed(params: dict[str, Any], ctx: Any) -> None:
+    """The trainable a simulated sweep names: its segments are replayed from recorded curves by
+    the simulated executor, so it never runs."""
+    raise RuntimeError("a simulated sweep's trials replay recorded curves; they run only in "
+                       "tuner.sim.simulate")
 
 
 def settings_grace(settings: Settings | None) -> float:
