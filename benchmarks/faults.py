@@ -309,7 +309,8 @@ def _run(data_dir: str, schedule: dict[str, Any], t0: float) -> dict[str, Any]:
         kw = dict(scaling=Static(workers))
     else:
         kw = dict(scaling=ReleaseIdle(workers))
-    r = simulate_wired(curves, metric=curves.metric, mode=curves.mode, scheduler=sched, num_trials=n,
+    r = simulate_wired(curves, metric=curves.metric, mode=curves.mode, scheduler=sched,
+                 num_trials=n,
                  workers=workers, time_budget_s=deadline, cost_budget_usd=budget,
                  instance_type=sim_type(itype), spot=schedule["spot"], boot_s=BOOT,
                  capacity_failure_prob=f["capacity_failure_prob"],

@@ -53,7 +53,14 @@ from budgets import (  # noqa: E402
     Reallocation,
     Static,
 )
-from tuner.sim import SAMPLE_DIR, SimInstanceType, default_data_dir, discover, load_curves, simulate_wired  # noqa: E402
+from tuner.sim import (  # noqa: E402
+    SAMPLE_DIR,
+    SimInstanceType,
+    default_data_dir,
+    discover,
+    load_curves,
+    simulate_wired,
+)
 
 PAPER_DEADLINES_S = (900.0, 1800.0, 3600.0)
 ETA = 4

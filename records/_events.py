@@ -7,6 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from records._states import SegmentState
+
+# What a worker's ``finished`` event may say of a segment (the store's other segment states are
+# the controller's own).
+SegmentEnd = Literal[SegmentState.DONE, SegmentState.ENDED, SegmentState.STOPPED,
+                     SegmentState.FAILED, SegmentState.LOST]
+
 
 class SegmentStarted(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -39,7 +46,7 @@ class SegmentFinished(BaseModel):
     kind: Literal["finished"] = "finished"
     segment_id: str
     trial_id: str
-    status: Literal["done", "ended", "stopped", "failed", "lost"]
+    status: SegmentEnd
     last_step: int
     checkpoint_step: int | None = None
     error: str | None = None

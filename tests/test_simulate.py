@@ -73,8 +73,8 @@ def test_the_deadline_ends_a_simulated_sweep_with_the_best_so_far():
 
 def test_diverged_runs_are_failed_trials():
     diverge = {f"c{i}": 2 for i in range(0, 81, 9)}
-    r = simulate_wired(Synth(diverge=diverge), metric="acc", mode="max", scheduler=SHA, num_trials=81,
-                 workers=8, cost_budget_usd=100.0, seed=0)
+    r = simulate_wired(Synth(diverge=diverge), metric="acc", mode="max", scheduler=SHA,
+                       num_trials=81, workers=8, cost_budget_usd=100.0, seed=0)
     failed = r.trials[r.trials["state"] == "failed"]
     # Every trial runs rung 0 (1 step); a diverged one fails when promoted to step 3.
     ids = Synth().config_ids()

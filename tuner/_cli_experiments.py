@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from records import ExperimentState
 from tuner._errors import ConfigError
 from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
@@ -41,7 +42,7 @@ def request_stop(folder: Path, stop_file: str) -> dict[str, Any]:
         doc = status_document(store, folder)
     finally:
         store.close()
-    if doc["state"] != "running":
+    if doc["state"] != ExperimentState.RUNNING:
         raise ConfigError("DIR", f"experiment {doc['experiment']} is {doc['state']}, not running")
     (folder / stop_file).touch()
     return doc

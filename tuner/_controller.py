@@ -32,7 +32,19 @@ from budgets import (
     billed,
 )
 from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
-from records import Event, Instance, InstanceState, Report, Segment, SegmentFinished, SegmentStarted
+from records import (
+    EndReason,
+    Event,
+    ExperimentState,
+    Instance,
+    InstanceState,
+    Report,
+    Segment,
+    SegmentFinished,
+    SegmentStarted,
+    SegmentState,
+    TrialState,
+)
 from tuner._deadline_policy import DeadlinePolicyMixin, recent_median
 from tuner._executor import Executor
 from tuner._failures import (
@@ -47,6 +59,12 @@ from tuner._store import Store
 from tuner.schedulers import Job, Scheduler, TrialStatus
 
 log = logging.getLogger(__name__)
+
+# The store's word for what the scheduler says of a trial.
+_TRIAL_STATE: dict[TrialStatus, TrialState] = {
+    TrialStatus.RUNNING: TrialState.RUNNING, TrialStatus.PAUSED: TrialState.PAUSED,
+    TrialStatus.COMPLETED: TrialState.COMPLETED, TrialStatus.PRUNED: TrialState.PRUNED,
+    TrialStatus.FAILED: TrialState.FAILED}
 
 
 @dataclass(frozen=True)
@@ -106,7 +124,7 @@ class _Trial:
     step: int = 0                      # last step reached by a finished segment
     value: float | None = None         # metric at ``step``
     failures: int = 0
-    state: str = "running"
+    state: TrialState = TrialState.RUNNING
     last_report: dict[int, float] = field(default_factory=dict)
 
 
@@ -134,8 +152,8 @@ class _Launching:
 
 @dataclass
 class Outcome:
-    state: str                       # finished | stopped | failed
-    reason: str                      # done | deadline | budget | interrupted | error | storage
+    state: ExperimentState
+    reason: EndReason
     started_at: float
     finished_at: float
     spend_usd: float
@@ -246,8 +264,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._started_at = start = self._run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
         self._deadline = deadline
-        state, reason, message = "finished", "done", None
-        self.store.update_experiment(started_at=start, state="running")
+        state, reason, message = ExperimentState.FINISHED, EndReason.DONE, None
+        self.store.update_experiment(started_at=start, state=ExperimentState.RUNNING)
         if isinstance(self.scaling, FollowPlan):
             self.store.add_plan(start, self.scaling.plan.to_json())
         try:
@@ -260,30 +278,31 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             while True:
                 now = self.clock.now()
                 if now >= deadline:
-                    reason = "deadline"
+                    reason = EndReason.DEADLINE
                     break
                 if now - self._last_budget_check >= self.settings.tick_s:
                     # The check is O(instances); once a tick is far inside the reaction time.
                     self._last_budget_check = now
                     if self.ledger.must_stop(now, self.settings.reaction_s):
-                        reason = "budget"
+                        reason = EndReason.BUDGET
                         break
                 if self._stop_requested(now):
-                    state, reason = "stopped", "requested"
+                    state, reason = ExperimentState.STOPPED, EndReason.REQUESTED
                     break
                 if self._fatal is not None:
-                    state, reason, message = "failed", "storage", self._fatal
+                    state, reason, message = ExperimentState.FAILED, EndReason.STORAGE, self._fatal
                     break
                 if self._launching:
                     self._fold_launches(now)
                 if self._wrong_metric is not None:
-                    state, reason, message = "failed", "metric", self._wrong_metric
+                    state, reason = ExperimentState.FAILED, EndReason.METRIC
+                    message = self._wrong_metric
                     break
                 if self._failed_early:
                     self._failed_early = False
                     why = self._all_failed(first=fail_fast_at(self.scheduler.total_trials))
                     if why is not None:
-                        state, reason, message = "failed", "failures", why
+                        state, reason, message = ExperimentState.FAILED, EndReason.FAILURES, why
                         break
                 self._check_boot(now)
                 self._dispatch(now)
@@ -302,20 +321,22 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                                                 or self._budget_blocked):
                     if not self._budget_blocked and self._next_bracket(now):
                         continue
-                    reason = "done" if self.scheduler.is_finished() else "budget"
+                    reason = (EndReason.DONE if self.scheduler.is_finished()
+                              else EndReason.BUDGET)
                     break
                 wait = min(self.settings.tick_s, max(0.0, deadline - now))
                 self._handle(self.executor.poll(wait))
                 self._tick(self.clock.now())
-            if state == "finished":
+            if state == ExperimentState.FINISHED:
                 # Ended with nothing to show but errors: failed, not finished, and loudly.
                 why = self._all_failed()
                 if why is not None:
-                    state, reason, message = "failed", "failures", why
+                    state, reason, message = ExperimentState.FAILED, EndReason.FAILURES, why
         except KeyboardInterrupt:
-            state, reason = "stopped", "interrupted"
+            state, reason = ExperimentState.STOPPED, EndReason.INTERRUPTED
         except Exception as exc:
-            state, reason, message = "failed", "error", f"{type(exc).__name__}: {exc}"
+            state, reason = ExperimentState.FAILED, EndReason.ERROR
+            message = f"{type(exc).__name__}: {exc}"
             raise
         finally:
             end = self._shutdown(state, reason, message)
@@ -473,7 +494,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         for r in rows:
             trial = _Trial(r["trial_id"], r["number"], json.loads(r["params"]), r["bracket"],
                            step=r["last_step"], value=r["value"], failures=r["failures"],
-                           state=r["state"])
+                           state=TrialState(r["state"]))
             self.trials[trial.trial_id] = trial
         for r in self.store.query("SELECT trial_id, step, value FROM reports"):
             trial = self.trials.get(r["trial_id"])
@@ -484,10 +505,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             n = int(r["segment_id"].rsplit("/s", 1)[1])
             tid = r["trial_id"]
             self._seg_counter[tid] = max(self._seg_counter.get(tid, 0), n)
-            if r["state"] in ("submitted", "running"):
+            if r["state"] in (SegmentState.SUBMITTED, SegmentState.RUNNING):
                 in_flight.append(r["segment_id"])
                 self.store.drop_reports(r["segment_id"])
-                self.store.update_segment(r["segment_id"], state="lost", finished_at=now)
+                self.store.update_segment(r["segment_id"], state=SegmentState.LOST,
+                                          finished_at=now)
         if in_flight:
             # A VM that outlived its controller may still run one: it stops, and a copy still
             # queued is not started.
@@ -556,9 +578,9 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             first_steps.setdefault(r["segment_id"], float(r["ts"]))
         for r in self.store.query(
                 "SELECT segment_id, trial_id, start_step, stop_step, last_step, gpus, "
-                "started_at, finished_at FROM segments WHERE state = 'done' AND "
+                "started_at, finished_at FROM segments WHERE state = ? AND "
                 "last_step > start_step AND finished_at IS NOT NULL "
-                "ORDER BY finished_at, rowid"):
+                "ORDER BY finished_at, rowid", (SegmentState.DONE,)):
             trial = self.trials.get(r["trial_id"])
             if trial is None:
                 continue
@@ -589,10 +611,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self.store.upsert_instance(inst, self._instance_cost(iid, now))
             log.info("adopted %s from the earlier run", iid)
 
-    def _restored_state(self, trial: _Trial) -> str:
-        return {TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
-                TrialStatus.COMPLETED: "completed", TrialStatus.PRUNED: "pruned",
-                TrialStatus.FAILED: "failed"}[self.scheduler.status(trial.trial_id)]
+    def _restored_state(self, trial: _Trial) -> TrialState:
+        return _TRIAL_STATE[self.scheduler.status(trial.trial_id)]
 
     # -- dispatch ---------------------------------------------------------------------------
     def _free_instance(self, slots_needed: int, spot_ok: bool = True) -> Instance | None:
@@ -644,11 +664,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                     # Hand the job back: it is offered again once running work has ended
                     # (and step times are better known).
                     self._job_lost(trial.trial_id)
-                    self._set_trial_state(trial, "paused", now)
+                    self._set_trial_state(trial, TrialState.PAUSED, now)
                 else:
                     # Nothing left to wait for: the sweep winds down with what it has.
                     self._budget_blocked = True
-                    self._set_trial_state(trial, "stopped", now)
+                    self._set_trial_state(trial, TrialState.STOPPED, now)
                 return
             slots = self._width(trial, job, inst, slots_needed)
             segment_id = self._submit(trial, job, inst, slots, now)
@@ -693,7 +713,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self._has_free.discard(inst.instance_id)
         self.store.add_segment(segment.segment_id, trial.trial_id, inst.instance_id,
                                segment.start_step, segment.stop_step, segment.gpus, now)
-        self._set_trial_state(trial, "running", now)
+        self._set_trial_state(trial, TrialState.RUNNING, now)
         self.executor.submit(segment, inst)
         return segment.segment_id
 
@@ -734,13 +754,14 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                         trial = self.trials[run.segment.trial_id]
                         trial.last_report = {s: v for s, v in trial.last_report.items()
                                              if s <= trial.step}
-                        self.store.update_segment(event.segment_id, state="running",
+                        self.store.update_segment(event.segment_id,
+                                                  state=SegmentState.RUNNING,
                                                   started_at=event.ts)
                         run.started_at, run.first_step_at = event.ts, None
                         continue
                     run.started_at = event.ts
                     self.latencies.append(event.ts - run.segment.submitted_at)
-                    self.store.update_segment(event.segment_id, state="running",
+                    self.store.update_segment(event.segment_id, state=SegmentState.RUNNING,
                                               started_at=event.ts)
             elif isinstance(event, SegmentFinished):
                 # A segment's end is one commit: its last reports, its state, its usage, its
@@ -778,7 +799,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         duration = max(0.0, event.ts - started)
         widening = seg.segment_id in self._widening
         self._widening.discard(seg.segment_id)
-        if event.last_step > seg.start_step and event.status == "done":
+        if event.last_step > seg.start_step and event.status == SegmentState.DONE:
             self._observe_segment(trial.trial_id, seg.start_step, seg.stop_step,
                                   event.last_step, seg.gpus, started, event.ts,
                                   run.first_step_at)
@@ -794,45 +815,46 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                                       last_step=event.last_step,
                                       checkpoint_step=event.checkpoint_step, error=event.error)
             value = self._value_at(trial, event.last_step)
-            if event.status in ("done", "ended", "stopped") and event.last_step > trial.step:
+            if event.status in (SegmentState.DONE, SegmentState.ENDED, SegmentState.STOPPED) \
+                    and event.last_step > trial.step:
                 trial.step, trial.value = event.last_step, value
             if trial.trial_id in self._cut:
                 # Pruned from its stage while it trained (see _cut_stragglers): what it
                 # trained is kept; the scheduler has already settled the stage without it.
                 pass
-            elif event.status == "done":
+            elif event.status == SegmentState.DONE:
                 self.sampler.report(trial.trial_id, value, seg.stop_step)
                 self.store.journal_add("rung", trial.trial_id, seg.stop_step, value)
                 self.scheduler.on_rung(trial.trial_id, seg.stop_step, value)
                 if getattr(self.scheduler, "early_promotion", False):
                     # (the stage it decides now begins here: its jobs may all have gone early)
                     self._stage = max(self._stage, int(self.scheduler.stage))
-            elif event.status == "ended":
+            elif event.status == SegmentState.ENDED:
                 self.store.journal_add("end", trial.trial_id, trial.step, value)
                 self.scheduler.on_trial_end(trial.trial_id, trial.step, value, failed=False)
-            elif event.status == "stopped" and seg.segment_id in self._evacuating:
+            elif event.status == SegmentState.STOPPED and seg.segment_id in self._evacuating:
                 # Stopped ahead of a spot interruption, checkpoint taken: it continues elsewhere.
                 self._evacuating.discard(seg.segment_id)
-                self.store.update_segment(seg.segment_id, state="preempted")
+                self.store.update_segment(seg.segment_id, state=SegmentState.PREEMPTED)
                 self._job_lost(trial.trial_id)
-                self._set_trial_state(trial, "paused", now)
+                self._set_trial_state(trial, TrialState.PAUSED, now)
                 return
-            elif event.status == "stopped" and widening:
+            elif event.status == SegmentState.STOPPED and widening:
                 # Stopped to be re-run on more GPUs from this checkpoint: offered again at once.
                 self._job_lost(trial.trial_id)
-                self._set_trial_state(trial, "paused", now)
+                self._set_trial_state(trial, TrialState.PAUSED, now)
                 return
-            elif event.status == "stopped":
-                self._set_trial_state(trial, "stopped", now)
+            elif event.status == SegmentState.STOPPED:
+                self._set_trial_state(trial, TrialState.STOPPED, now)
                 return
-            elif event.status == "failed" and event.fatal:
+            elif event.status == SegmentState.FAILED and event.fatal:
                 # Not the trial's fault, and every trial would fail the same way: stop cleanly.
                 log.error("stopping the sweep: %s", event.error)
                 self._fatal = event.error or "the checkpoint storage is full"
                 self._job_lost(trial.trial_id)
-                self._set_trial_state(trial, "paused", now)
+                self._set_trial_state(trial, TrialState.PAUSED, now)
                 return
-            elif event.status == "failed":
+            elif event.status == SegmentState.FAILED:
                 trial.failures += 1
                 if trial.failures <= self.spec.max_failures:
                     # Retried from the trial's last checkpoint: the retry's reports supersede
@@ -897,15 +919,13 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         return trial.last_report[max(earlier)] if earlier else trial.value
 
     def _sync_state(self, trial: _Trial, now: float) -> None:
-        status = self.scheduler.status(trial.trial_id)
-        state = {TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
-                 TrialStatus.COMPLETED: "completed", TrialStatus.PRUNED: "pruned",
-                 TrialStatus.FAILED: "failed"}[status]
-        if state != trial.state and state in ("completed", "pruned", "failed"):
+        state = _TRIAL_STATE[self.scheduler.status(trial.trial_id)]
+        if state != trial.state and state in (TrialState.COMPLETED, TrialState.PRUNED,
+                                              TrialState.FAILED):
             self.sampler.tell(trial.trial_id, state, trial.value)
         self._set_trial_state(trial, state, now)
 
-    def _set_trial_state(self, trial: _Trial, state: str, now: float) -> None:
+    def _set_trial_state(self, trial: _Trial, state: TrialState, now: float) -> None:
         trial.state = state
         self.store.update_trial(trial.trial_id, now, state=state, last_step=trial.step,
                                 value=trial.value, failures=trial.failures)
@@ -1007,7 +1027,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 if run.instance_id == inst.instance_id:
                     # A preempted VM is the cloud's doing, not the trial's: neither counts
                     # against the trial's failure budget; the state says which it was.
-                    self._give_up(seg_id, "preempted" if inst.preempted else "lost", now)
+                    self._give_up(seg_id, SegmentState.PREEMPTED if inst.preempted
+                                  else SegmentState.LOST, now)
         if lost:
             self._launch(lost, required=False)
 
@@ -1032,7 +1053,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self.executor.request_stop(segs)
         self._launch(len(fresh), required=False)
 
-    def _give_up(self, seg_id: str, state: str, now: float) -> None:
+    def _give_up(self, seg_id: str, state: SegmentState, now: float) -> None:
         """A running segment is lost to the infrastructure (``lost``, ``preempted``,
         ``stale``): the trial goes back to the scheduler, not counted as a failure, and
         training resumes from its last checkpoint, so what the segment reported after it is
@@ -1045,7 +1066,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         trial = self.trials[run.segment.trial_id]
         trial.last_report = {s: v for s, v in trial.last_report.items() if s <= trial.step}
         self._job_lost(trial.trial_id)
-        self._set_trial_state(trial, "paused", now)
+        self._set_trial_state(trial, TrialState.PAUSED, now)
 
     def _check_leases(self, now: float) -> None:
         """Renew the lease of every segment whose worker beat since the last look; give up
@@ -1071,10 +1092,10 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
                 run = self.running[seg_id]
                 self.used_slots[iid] -= run.slots
                 self.ledger.release(iid, seg_id)
-                self._give_up(seg_id, "stale", now)
+                self._give_up(seg_id, SegmentState.STALE, now)
             for seg_id, run in list(self.running.items()):
                 if run.instance_id == iid:
-                    self._give_up(seg_id, "lost", now)
+                    self._give_up(seg_id, SegmentState.LOST, now)
         self._terminate(list(lapsed), now)
         self._launch(len(lapsed), required=False)
 
@@ -1085,29 +1106,30 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             run.segment.trial_id in self._cut for run in self.running.values()))
 
     # -- the end ----------------------------------------------------------------------------
-    def _shutdown(self, state: str, reason: str, message: str | None) -> float:
+    def _shutdown(self, state: ExperimentState, reason: EndReason,
+                  message: str | None) -> float:
         self._widening.clear()   # every running segment stops now, and stays stopped
         if self.running:
             self.executor.request_stop(list(self.running))
             # Out of money, stopped segments get a part of the reaction time (the rest is for
             # terminating instances); at the deadline they get the grace to checkpoint.
-            wait = (self.settings.reaction_s * 0.4 if reason == "budget"
+            wait = (self.settings.reaction_s * 0.4 if reason == EndReason.BUDGET
                     else self.settings.stop_grace_s)
             give_up = self.clock.now() + wait
             while not self._nothing_running() and self.clock.now() < give_up:
-                if reason != "budget" and self.ledger.must_stop(self.clock.now(),
+                if reason != EndReason.BUDGET and self.ledger.must_stop(self.clock.now(),
                                                                 self.settings.reaction_s * 0.6):
                     break  # the grace to checkpoint never outranks the cost budget
                 self._handle(self.executor.poll(min(self.settings.tick_s * 4, 0.2)))
             now = self.clock.now()
             for seg_id, run in list(self.running.items()):
                 self.running.pop(seg_id)
-                self.store.update_segment(seg_id, state="lost", finished_at=now)
+                self.store.update_segment(seg_id, state=SegmentState.LOST, finished_at=now)
                 trial = self.trials[run.segment.trial_id]
                 if trial.trial_id in self._cut:
                     self._sync_state(trial, now)   # pruned, whatever it was still training
                 else:
-                    self._set_trial_state(trial, "stopped", now)
+                    self._set_trial_state(trial, TrialState.STOPPED, now)
         self._terminate_live()
         if self._launching or self._launcher is not None:
             # (after the rest is terminated: no instance bills while these are waited for)
@@ -1116,12 +1138,12 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         end = self.clock.now()
         self.scheduler.finalize()
         for trial in self.trials.values():
-            if trial.state in ("running", "paused"):
+            if trial.state in (TrialState.RUNNING, TrialState.PAUSED):
                 self._sync_state(trial, end)
-                if trial.state == "running":
-                    self._set_trial_state(trial, "stopped", end)
-            if trial.state == "stopped":
-                self.sampler.tell(trial.trial_id, "pruned", trial.value)
+                if trial.state == TrialState.RUNNING:
+                    self._set_trial_state(trial, TrialState.STOPPED, end)
+            if trial.state == TrialState.STOPPED:
+                self.sampler.tell(trial.trial_id, TrialState.PRUNED, trial.value)
         spent = self.ledger.spent(end)
         self.store.record_spend(end, spent, spent, 0)
         best = self.best()
@@ -1164,7 +1186,8 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
     def best(self) -> tuple[str, float] | None:
         sign = 1.0 if self.spec.mode == "max" else -1.0
         scored = [(t.trial_id, t.value) for t in self.trials.values()
-                  if t.value is not None and math.isfinite(t.value) and t.state != "failed"]
+                  if t.value is not None and math.isfinite(t.value)
+                  and t.state != TrialState.FAILED]
         if not scored:
             return None
         return max(scored, key=lambda tv: (sign * tv[1], -int(tv[0][1:])))

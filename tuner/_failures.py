@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from records import TrialState
+
 FAIL_FAST_MIN = 3           # first trials that must fail before a sweep is given up early
 FAIL_FAST_FRACTION = 0.1    # ... or this fraction of the sweep's trials, if more
 _TRACEBACK_LINES = 8        # of the first failure's error, in the sweep's message
@@ -25,7 +27,7 @@ def fail_fast_at(total_trials: int) -> int:
                                         math.ceil(FAIL_FAST_FRACTION * total_trials))))
 
 
-def nothing_but_failures(trials: Iterable[tuple[int, str, bool]],
+def nothing_but_failures(trials: Iterable[tuple[int, TrialState, bool]],
                          first: int | None = None) -> list[int] | None:
     """The numbers of the failed trials when the sweep has failed, else None.
 
@@ -35,9 +37,9 @@ def nothing_but_failures(trials: Iterable[tuple[int, str, bool]],
     """
     failed: list[int] = []
     for number, state, valued in trials:
-        if state == "failed":
+        if state == TrialState.FAILED:
             failed.append(number)
-        elif valued or state in ("completed", "pruned"):
+        elif valued or state in (TrialState.COMPLETED, TrialState.PRUNED):
             return None
     if not failed:
         return None

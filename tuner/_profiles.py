@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import fit_segment_times
+from records import SegmentState
 from tuner._config import SweepConfig
 from tuner._store import STORE_NAME, Store
 
@@ -68,9 +69,9 @@ def measured_profile(store: Store) -> dict[str, Any] | None:
     first segments took longer than their steps explain, the first step's relative cost
     (:func:`budgets.fit_segment_times` over its finished segments). None before any ended."""
     rows = store.query(
-        "SELECT start_step, last_step, started_at, finished_at FROM segments WHERE state = "
-        "'done' AND last_step > start_step AND started_at IS NOT NULL AND finished_at IS NOT "
-        "NULL")
+        "SELECT start_step, last_step, started_at, finished_at FROM segments WHERE state = ? "
+        "AND last_step > start_step AND started_at IS NOT NULL AND finished_at IS NOT NULL",
+        (SegmentState.DONE,))
     fit = fit_segment_times((r["last_step"] - r["start_step"],
                              max(0.0, r["finished_at"] - r["started_at"]), r["start_step"] == 0)
                             for r in rows)

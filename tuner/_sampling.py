@@ -12,6 +12,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from records import TrialState as State  # the store's word for a trial (TrialState: optuna's)
 from tuner._space import Grid
 
 
@@ -181,7 +182,7 @@ class Sampler:
         left = [key for key in itertools.product(*self._finite) if key not in self._asked]
         return dict(zip(self._dists, self._rng.choice(left), strict=True))
 
-    def restore(self, trials: list[tuple[str, dict[str, Any], str, float | None,
+    def restore(self, trials: list[tuple[str, dict[str, Any], State, float | None,
                                          dict[int, float]]]) -> None:
         """Re-create the study of a resumed sweep: each (trial_id, params, state, value,
         values by step) is asked again with its params fixed (``enqueue_trial``), given its
@@ -199,7 +200,7 @@ class Sampler:
             self._take(trial_id, self.study.ask(dict(self._dists)))
             for step in sorted(reports):
                 self.report(trial_id, reports[step], step)
-            if state in ("completed", "pruned", "failed"):
+            if state in (State.COMPLETED, State.PRUNED, State.FAILED):
                 self.tell(trial_id, state, value)
 
     def report(self, trial_id: str, value: float | None, step: int) -> None:
@@ -210,14 +211,14 @@ class Sampler:
                 reported.add(step)
                 trial.report(value, step)
 
-    def tell(self, trial_id: str, state: str, value: float | None) -> None:
+    def tell(self, trial_id: str, state: State, value: float | None) -> None:
         trial = self._trials.pop(trial_id, None)
         self._reported.pop(trial_id, None)
         if trial is None:
             return
-        if state == "completed" and value is not None and math.isfinite(value):
+        if state == State.COMPLETED and value is not None and math.isfinite(value):
             self.study.tell(trial, value)
-        elif state == "failed" or state == "completed":
+        elif state in (State.FAILED, State.COMPLETED):
             self.study.tell(trial, state=TrialState.FAIL)
         else:
             self.study.tell(trial, state=TrialState.PRUNED)

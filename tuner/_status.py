@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from records import ExperimentState, TrialState
 from tuner._store import Store
 
 # The sweep may end this long after its time budget: stopped segments get ``stop_grace_s``
@@ -36,11 +37,12 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "state": exp["state"],
         "best": best,
         "trials": {
-            "total": counts["total"], "completed": counts.get("completed", 0),
-            "pruned": counts.get("pruned", 0), "failed": counts.get("failed", 0),
+            "total": counts["total"], "completed": counts.get(TrialState.COMPLETED, 0),
+            "pruned": counts.get(TrialState.PRUNED, 0), "failed": counts.get(TrialState.FAILED, 0),
             "running": on_workers,
-            "paused": counts.get("running", 0) + counts.get("paused", 0) - on_workers,
-            "stopped": counts.get("stopped", 0),
+            "paused": (counts.get(TrialState.RUNNING, 0) + counts.get(TrialState.PAUSED, 0)
+                       - on_workers),
+            "stopped": counts.get(TrialState.STOPPED, 0),
         },
         "spend_usd": round(spend, 6),
         "cost_budget_usd": cost_budget,
@@ -50,7 +52,7 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "deadline_met": None if wall is None else (
             time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
         "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
-        "message": exp["message"] if exp["state"] == "failed" else None,
+        "message": exp["message"] if exp["state"] == ExperimentState.FAILED else None,
     }
 
 

@@ -15,6 +15,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from records import ExperimentState, SegmentState, TrialState
+
 if TYPE_CHECKING:  # pandas is imported where a frame is built: `status` has no use for it
     import pandas as pd
 
@@ -110,7 +112,7 @@ class Store:
             self._db.execute(
                 "INSERT INTO experiment (id, name, config, metric, mode, state, time_budget_s,"
                 " cost_budget_usd, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                (experiment_id, name, json.dumps(config), metric, mode, "running",
+                (experiment_id, name, json.dumps(config), metric, mode, ExperimentState.RUNNING,
                  time_budget_s, cost_budget_usd, time.time()))
 
     def update_experiment(self, **fields: Any) -> None:
@@ -124,7 +126,7 @@ class Store:
             self._db.execute(
                 "INSERT INTO trials (trial_id, number, params, state, bracket, created_at,"
                 " updated_at) VALUES (?,?,?,?,?,?,?)",
-                (trial_id, number, json.dumps(dict(params)), "running", bracket, t, t))
+                (trial_id, number, json.dumps(dict(params)), TrialState.RUNNING, bracket, t, t))
 
     def forget_trial(self, trial_id: str) -> None:
         """Remove a trial that never started (the controller died between sampling it and
@@ -153,8 +155,8 @@ class Store:
             self._db.execute(
                 "INSERT INTO segments (segment_id, trial_id, instance_id, start_step, stop_step,"
                 " gpus, state, submitted_at) VALUES (?,?,?,?,?,?,?,?)",
-                (segment_id, trial_id, instance_id, start_step, stop_step, gpus, "submitted",
-                 submitted_at))
+                (segment_id, trial_id, instance_id, start_step, stop_step, gpus,
+                 SegmentState.SUBMITTED, submitted_at))
 
     def update_segment(self, segment_id: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -205,8 +207,9 @@ class Store:
         return out
 
     def trial_counts(self) -> dict[str, int]:
-        counts = {"total": 0, "completed": 0, "pruned": 0, "failed": 0, "running": 0,
-                  "paused": 0}
+        counts: dict[str, int] = dict.fromkeys(
+            ("total", TrialState.COMPLETED, TrialState.PRUNED, TrialState.FAILED,
+             TrialState.RUNNING, TrialState.PAUSED), 0)
         for state, n in self._db.execute("SELECT state, COUNT(*) FROM trials GROUP BY state"):
             counts[state] = counts.get(state, 0) + n
             counts["total"] += n
@@ -217,8 +220,8 @@ class Store:
         wait: for a promotion, or for a free slot)."""
         row = self._db.execute(
             "SELECT COUNT(DISTINCT s.trial_id) FROM segments s JOIN trials t"
-            " ON t.trial_id = s.trial_id WHERE s.state = 'running'"
-            " AND t.state IN ('running', 'paused')").fetchone()
+            " ON t.trial_id = s.trial_id WHERE s.state = ? AND t.state IN (?, ?)",
+            (SegmentState.RUNNING, TrialState.RUNNING, TrialState.PAUSED)).fetchone()
         return int(row[0])
 
     def first_plan(self) -> dict[str, Any] | None:

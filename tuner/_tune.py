@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import Plan, RealClock, billed
+from records import EndReason, ExperimentState
 from tuner._build import Parts, build_controller, fixed_plan, scheduler_for, shaped
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Settings
@@ -207,7 +208,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
                 store.update_experiment(config=json.dumps(sweep.to_json_dict()),
                                         time_budget_s=sweep.time_budget_s,
                                         cost_budget_usd=sweep.cost_budget_usd,
-                                        state="running", finished_at=None)
+                                        state=ExperimentState.RUNNING, finished_at=None)
                 store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         except BaseException:
             store.close()
@@ -225,7 +226,7 @@ def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
     trials the planner chose may start another bracket (the controller's ``more_brackets``):
     with the budgets its bracket ended on, it asked for one then and was refused, so only
     larger budgets are work."""
-    if exp["state"] == "running":
+    if exp["state"] == ExperimentState.RUNNING:
         return False
     scheduler = scheduler_for(sweep)
     try:
@@ -235,7 +236,7 @@ def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
     if not scheduler.is_finished():
         return False
     if chosen and sweep.provider.follows_plan:
-        return exp["message"] == "done" and not (
+        return exp["message"] == EndReason.DONE and not (
             _larger(sweep.time_budget_s, exp["time_budget_s"])
             or _larger(sweep.cost_budget_usd, exp["cost_budget_usd"]))
     return True

@@ -68,7 +68,9 @@ def run(
 
 def _exit_if_failed(doc: dict[str, Any]) -> None:
     """A failed sweep: why on stderr (stdout keeps its one JSON object), exit status 1."""
-    if doc["state"] != "failed":
+    from records import ExperimentState
+
+    if doc["state"] != ExperimentState.FAILED:
         return
     print(f"error: the sweep failed: {doc['message'] or 'see the experiment directory'}",
           file=sys.stderr)

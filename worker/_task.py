@@ -20,7 +20,7 @@ import traceback
 
 import redis
 
-from records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted
+from records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted, SegmentState
 from worker._context import CheckpointStorageFull, TrialContext
 from worker._slots import SlotPool
 from worker._trainable import load_trainable
@@ -83,7 +83,7 @@ class _Beat(threading.Thread):
                 self._ctx.stopped = True      # steps() ends at the next step
             if elapsed >= seg.timeout_s + grace and not self._done.is_set():
                 _emit(self._client, seg.events_key, SegmentFinished(
-                    segment_id=seg.segment_id, trial_id=seg.trial_id, status="failed",
+                    segment_id=seg.segment_id, trial_id=seg.trial_id, status=SegmentState.FAILED,
                     last_step=self._ctx.last_reported, checkpoint_step=self._ctx.checkpoint_step,
                     error=f"timed out: the segment ran past its {seg.timeout_s:g} s timeout and "
                           f"did not stop within {grace:g} s; the worker restarts",
@@ -94,7 +94,7 @@ class _Beat(threading.Thread):
         self._done.set()
 
 
-def run_segment(payload: dict) -> str:
+def run_segment(payload: dict) -> SegmentState:
     """Run one segment; every outcome, failure included, goes back as a ``finished`` event."""
     assert _client is not None, "worker client not initialised"
     segment = Segment.model_validate(payload)
@@ -102,15 +102,15 @@ def run_segment(payload: dict) -> str:
     if segment.stop_key and _client.sismember(segment.stop_key, segment.segment_id):
         # Delivered again after the controller gave up on it (its lease lapsed, the worker
         # that had it died): the re-run has another id, so this one is not started.
-        return "stopped"
+        return SegmentState.STOPPED
     pool = SlotPool(_client, worker_name)
     gpus = pool.claim(segment.gpus)
     ctx = TrialContext(segment, _client, gpus)
     beat = _Beat(_client, segment, ctx)
-    status, error, fatal = "done", None, False
+    status, error, fatal = SegmentState.DONE, None, False
     try:
         if gpus is None:
-            status, error = "lost", f"{segment.gpus} slot(s) not free on {worker_name}"
+            status, error = SegmentState.LOST, f"{segment.gpus} slot(s) not free on {worker_name}"
             gpus = []
             return status
         # Frameworks read this when they first touch the GPU; a segment sees only its slots.
@@ -122,21 +122,21 @@ def run_segment(payload: dict) -> str:
         trainable = load_trainable(segment.trainable)
         trainable(dict(segment.params), ctx)
         if ctx.last_reported >= segment.stop_step or ctx.current_step >= segment.stop_step:
-            status = "done"
+            status = SegmentState.DONE
         elif beat.timed_out:
-            status = "failed"
+            status = SegmentState.FAILED
             error = (f"timed out: the segment ran past its {segment.timeout_s:g} s timeout "
                      f"and was stopped at step {ctx.last_reported}")
         elif ctx.stopped:
-            status = "stopped"
+            status = SegmentState.STOPPED
         else:
-            status = "ended"
+            status = SegmentState.ENDED
     except CheckpointStorageFull as exc:
-        status, error, fatal = "failed", str(exc), True
+        status, error, fatal = SegmentState.FAILED, str(exc), True
     except Exception as exc:  # the trainable's own error: reported, never raised into Celery
         if isinstance(exc.__cause__ or exc.__context__, CheckpointStorageFull):
             fatal = True       # the trainable wrapped it
-        status = "failed"
+        status = SegmentState.FAILED
         error = "".join(traceback.format_exception(exc)[-6:])[-4000:]
     finally:
         beat.stop()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from budgets import DEFAULT_MINIMUM_S, billed
+from records import ExperimentState, SegmentState, TrialState
 from tuner._status import predicted_wall_s, status_document
 from tuner._store import STORE_NAME, Store
 
@@ -40,9 +41,9 @@ TIMELINE_SEGMENTS = 6000   # ... and this many segments
 TABLE_LIMIT = 500          # trials table: longest page
 TRIAL_COLUMNS = ("number", "trial_id", "state", "bracket", "last_step", "value", "gpu_seconds",
                  "cost_usd", "failures")
-TRIAL_STATES = ("running", "paused", "completed", "pruned", "failed", "stopped")
+TRIAL_STATES = tuple(TrialState)
 # Segment states that end a segment with a value the controller keeps (see Controller._finished).
-_VALUED = ("done", "ended", "stopped")
+_VALUED = (SegmentState.DONE, SegmentState.ENDED, SegmentState.STOPPED)
 _NAME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _SKIP_DIRS = {"checkpoints", "logs", "code", "node_modules", "__pycache__"}
 
@@ -102,7 +103,8 @@ def _t_end(exp: dict[str, Any], store: Store) -> float:
         " UNION ALL SELECT MAX(finished_at) FROM segments UNION ALL"
         " SELECT MAX(launched_at) FROM instances)")[0]
     latest = row[0] if row[0] is not None else _t0(exp, store)
-    if exp["state"] == "running" and exp["started_at"] is not None and exp["started_at"] > 1e9:
+    if exp["state"] == ExperimentState.RUNNING and exp["started_at"] is not None \
+            and exp["started_at"] > 1e9:
         # A real sweep under way (wall-clock times): its axis reaches now.
         latest = max(latest, time.time())
     return latest
@@ -226,7 +228,7 @@ def experiments_index(root: str | Path) -> dict[str, Any]:
                 spend_usd=doc["spend_usd"], cost_budget_usd=doc["cost_budget_usd"],
                 trials=doc["trials"], wall_s=doc["wall_s"], time_budget_s=doc["time_budget_s"],
                 created_at=exp["created_at"])
-            if best is None and doc["state"] == "running":
+            if best is None and doc["state"] == ExperimentState.RUNNING:
                 entry["best_value"] = _running_best(store, exp)
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"
@@ -239,7 +241,8 @@ def experiments_index(root: str | Path) -> dict[str, Any]:
 
 def _running_best(store: Store, exp: dict[str, Any]) -> float | None:
     agg = "MAX" if exp["mode"] == "max" else "MIN"
-    row = store.query(f"SELECT {agg}(value) FROM trials WHERE state != 'failed'")[0]
+    row = store.query(f"SELECT {agg}(value) FROM trials WHERE state != ?",
+                      (TrialState.FAILED,))[0]
     return _num(row[0])
 
 
@@ -303,7 +306,8 @@ def best_series(store: Store) -> dict[str, Any]:
         " ORDER BY s.finished_at, s.rowid", _VALUED)
     failed_at = {r[0]: r[1] for r in store.query(
         "SELECT t.trial_id, MAX(s.finished_at) FROM trials t JOIN segments s"
-        " ON s.trial_id = t.trial_id WHERE t.state = 'failed' GROUP BY t.trial_id")}
+        " ON s.trial_id = t.trial_id WHERE t.state = ? GROUP BY t.trial_id",
+        (TrialState.FAILED,))}
     events: list[tuple[float, int, str, int, float | None, int]] = []
     for trial_id, ts, last_step, value, number in rows:
         events.append((ts, 0, trial_id, last_step or 0, value, number))
@@ -376,7 +380,7 @@ def spend_series(store: Store) -> dict[str, Any]:
     cols = _thin({"t_s": [r[0] - t0 for r in rows], "spent_usd": [r[1] for r in rows],
                   "committed_usd": [r[2] for r in rows], "workers": [r[3] for r in rows]})
     projection = None
-    if exp["state"] == "running" and rows:
+    if exp["state"] == ExperimentState.RUNNING and rows:
         live = store.query("SELECT price_per_hour, launched_at FROM instances"
                            " WHERE terminated_at IS NULL")
         rate = sum(r[0] for r in live) / 3600.0
@@ -413,7 +417,8 @@ def _preempted_instances(store: Store) -> set[str]:
     if "preempted" in _columns(store, "instances"):
         out |= {r[0] for r in store.query("SELECT instance_id FROM instances WHERE preempted")}
     out |= {r[0] for r in store.query(
-        "SELECT DISTINCT instance_id FROM segments WHERE state = 'preempted'")}
+        "SELECT DISTINCT instance_id FROM segments WHERE state = ?",
+        (SegmentState.PREEMPTED,))}
     return out
 
 
@@ -542,8 +547,8 @@ def learning_curves(store: Store, top: int = CURVE_TOP, sample: int = CURVE_SAMP
     sample = max(0, min(int(sample), 5000))
     total = store.query("SELECT COUNT(*) FROM trials")[0][0]
     chosen = [r[0] for r in store.query(
-        f"SELECT trial_id FROM trials WHERE value IS NOT NULL AND state != 'failed'"
-        f" ORDER BY {_order_by_value(exp['mode'])}, number LIMIT ?", (top,))]
+        f"SELECT trial_id FROM trials WHERE value IS NOT NULL AND state != ?"
+        f" ORDER BY {_order_by_value(exp['mode'])}, number LIMIT ?", (TrialState.FAILED, top))]
     stride = max(1, math.ceil(total / sample)) if sample else 0
     if stride:
         picked = set(chosen)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from budgets import SimClock
-from records import Event, Instance, Report, Segment, SegmentFinished, SegmentStarted
+from records import Event, Instance, Report, Segment, SegmentFinished, SegmentStarted, SegmentState
 
 
 class Curves(Protocol):
@@ -150,7 +150,7 @@ class SimExecutor:
         self._started_once: set[str] = set()
         self._fault_rng = random.Random(f"sim-executor-faults:{seed}")
         self.delivered_reports: Counter[str] = Counter()   # reports handed out, per segment
-        self.finished: dict[str, str] = {}                  # segment id -> status handed out
+        self.finished: dict[str, SegmentState] = {}         # segment id -> status handed out
         self.fault_counts: Counter[str] = Counter()
 
     # -- the Executor interface -------------------------------------------------------------
@@ -177,16 +177,16 @@ class SimExecutor:
         for step in range(a + 1, min(b, last_ok) + 1):
             t = sim.start + self._curves.cost_s(config, a, step) * sim.factor
             sim.steps.append((t, step))
-        status, last, error, end = "done", b, None, t + self._checkpoint_s
+        status, last, error, end = SegmentState.DONE, b, None, t + self._checkpoint_s
         if last_ok < b:  # a diverged run: the trainable raises where its curve ends
-            status, last, end = "failed", max(a, last_ok), t
+            status, last, end = SegmentState.FAILED, max(a, last_ok), t
             error = f"the run diverged after step {last_ok}"
         frng = self._fault_rng
         if self._app_error_prob and sim.steps and frng.random() < self._app_error_prob:
             i = frng.randrange(len(sim.steps))
             prev = sim.start if i == 0 else sim.steps[i - 1][0]
             end = prev + (sim.steps[i][0] - prev) * frng.random()
-            status, last = "failed", sim.steps[i][1] - 1
+            status, last = SegmentState.FAILED, sim.steps[i][1] - 1
             error = f"simulated application error in step {sim.steps[i][1]}"
             sim.steps = sim.steps[:i]
         sim.nan_steps = frozenset(
@@ -212,7 +212,7 @@ class SimExecutor:
             self._push(sim, sim.lost_at, _WorkerLost(sim.lost_at))  # type: ignore[arg-type]
         else:
             self._finish(sim, status, last, end,
-                         checkpoint_step=b if status == "done" else None, error=error)
+                         checkpoint_step=b if status == SegmentState.DONE else None, error=error)
 
     def _restart(self, sim: _Sim, t: float) -> None:
         """The worker running ``sim`` died at ``t``: the broker delivers the segment again once
@@ -289,7 +289,7 @@ class SimExecutor:
                 self._push(sim, sim.begin, SegmentStarted(
                     segment_id=seg_id, trial_id=sim.segment.trial_id, worker=sim.instance_id,
                     gpus=list(range(sim.segment.gpus)), ts=sim.begin))
-            self._finish(sim, "stopped", last_step, done_at, checkpoint_step=last_step)
+            self._finish(sim, SegmentState.STOPPED, last_step, done_at, checkpoint_step=last_step)
 
     def ready(self, instance: Instance) -> bool:
         ended = self._provider.ended_at(instance.instance_id)
@@ -316,7 +316,7 @@ class SimExecutor:
             return self._config_ids[chosen]
         return str(chosen)
 
-    def _finish(self, sim: _Sim, status: str, last_step: int, t: float,
+    def _finish(self, sim: _Sim, status: SegmentState, last_step: int, t: float,
                 checkpoint_step: int | None = None, error: str | None = None) -> None:
         self._push(sim, t, SegmentFinished(
             segment_id=sim.segment.segment_id, trial_id=sim.segment.trial_id,
@@ -360,7 +360,7 @@ class SimExecutor:
                 self.fault_counts["nan_reports"] += 1
         elif isinstance(event, SegmentFinished):
             self.finished[event.segment_id] = event.status
-            if event.status == "failed" and (event.error or "").startswith("simulated"):
+            if event.status == SegmentState.FAILED and (event.error or "").startswith("simulated"):
                 self.fault_counts["app_errors"] += 1
 
     def _live(self, seg_id: str, version: int, event: Event) -> bool:

@@ -22,10 +22,23 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from budgets import SimClock
 from cloud._provider import CapacityError, ProviderError
 from records import Instance, InstanceState
+
+
+class _End(StrEnum):
+    """Why a simulated instance stops on its own (ties in time break on the text, as before)."""
+
+    PREEMPTED = "preempted"    # the cloud takes the spot VM back (its preemption rate)
+    STORM = "storm"            # a preemption storm takes it
+    FAILED = "failed"          # the VM dies: no notice, and not counted as preempted
+
+
+_FAULT_COUNT = {_End.PREEMPTED: "preemptions", _End.STORM: "storm_preemptions",
+                _End.FAILED: "vm_failures"}
 
 
 @dataclass(frozen=True)
@@ -99,8 +112,8 @@ class SimProvider:
         self._ids = itertools.count(1)
         self._instances: dict[str, Instance] = {}
         self._ready_at: dict[str, float] = {}
-        # When and why an instance will stop on its own: "preempted", "storm" or "failed".
-        self._end_at: dict[str, tuple[float, str]] = {}
+        # When and why an instance will stop on its own.
+        self._end_at: dict[str, tuple[float, _End]] = {}
         self._changes: list[tuple[float, str]] = []
         self.fault_counts: Counter[str] = Counter()
 
@@ -148,12 +161,13 @@ class SimProvider:
                 heapq.heappush(self._changes, (self._ready_at[iid], iid))
             ends = []
             if spot and self._preempt_rate > 0:
-                ends.append((now + self._rng.expovariate(self._preempt_rate), "preempted"))
+                ends.append((now + self._rng.expovariate(self._preempt_rate), _End.PREEMPTED))
             if spot:
-                ends += [(at, "storm") for at, fraction in self._storms
+                ends += [(at, _End.STORM) for at, fraction in self._storms
                          if at > now and self._fault_rng.random() < fraction]
             if self._failure_rate > 0:
-                ends.append((now + self._fault_rng.expovariate(self._failure_rate), "failed"))
+                ends.append((now + self._fault_rng.expovariate(self._failure_rate),
+                             _End.FAILED))
             if ends:
                 self._end_at[iid] = min(ends)
                 heapq.heappush(self._changes, (self._end_at[iid][0], iid))
@@ -198,7 +212,7 @@ class SimProvider:
         if lead_s <= 0:
             return set()
         return {iid for iid, (at, cause) in self._end_at.items()
-                if cause != "failed" and at - lead_s <= now < at
+                if cause != _End.FAILED and at - lead_s <= now < at
                 and self._instances[iid].terminated_at is None}
 
     def next_change(self, after: float) -> float | None:
@@ -218,8 +232,8 @@ class SimProvider:
         if inst.state != InstanceState.TERMINATED and end is not None and end[0] <= now:
             at, cause = end
             inst = inst.model_copy(update={"state": InstanceState.TERMINATED,
-                                           "terminated_at": at, "preempted": cause != "failed"})
+                                           "terminated_at": at,
+                                           "preempted": cause != _End.FAILED})
             self._instances[iid] = inst
-            self.fault_counts[{"preempted": "preemptions", "storm": "storm_preemptions",
-                               "failed": "vm_failures"}[cause]] += 1
+            self.fault_counts[_FAULT_COUNT[cause]] += 1
         return inst

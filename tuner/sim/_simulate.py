@@ -17,6 +17,7 @@ import pandas as pd
 from optuna.distributions import IntDistribution
 
 from budgets import SimClock
+from records import EndReason, ExperimentState
 from tuner._controller import Controller, Outcome, Settings
 from tuner._sampling import PermutationSampler
 from tuner._store import Store
@@ -100,7 +101,7 @@ def run_to_end(controller: Controller, settings: Settings, raise_errors: bool,
             raise
         end = clock.now()
         best = controller.best()
-        outcome = Outcome("failed", "error", started, end, ledger.spent(end),
+        outcome = Outcome(ExperimentState.FAILED, EndReason.ERROR, started, end, ledger.spent(end),
                           best[0] if best else None, best[1] if best else None,
                           list(controller.latencies), f"{type(exc).__name__}: {exc}")
     wall = outcome.finished_at - outcome.started_at
