@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -190,8 +191,9 @@ def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
     with pytest.raises(ConfigError, match="time_budget"):
         resume(exp, time_budget=1.0)
     # 1 s left: shorter than a worker's boot and one first-rung step by the profile (3 s).
+    # (With more trials to run: a resume with nothing to do starts nothing, whatever its time.)
     with pytest.raises(ConfigError, match="needs at least 3 s") as short:
-        resume(exp, time_budget=more.wall_s + 1.0)
+        resume(exp, time_budget=more.wall_s + 1.0, num_trials=27)
     assert short.value.field == "time_budget"
     assert Store(exp, readonly=True).experiment()["wall_s"] == pytest.approx(more.wall_s,
                                                                       abs=1e-3)
@@ -302,6 +304,14 @@ def _params(exp: Path) -> list[str]:
     rows = store.query("SELECT params FROM trials ORDER BY number")
     store.close()
     return [json.dumps(json.loads(r["params"]), sort_keys=True) for r in rows]
+
+
+def _params_so_far(exp: Path) -> list[str]:
+    """:func:`_params` of a sweep that may still be creating its store (none yet)."""
+    try:
+        return _params(exp) if (exp / "experiment.db").exists() else []
+    except sqlite3.OperationalError:   # the file exists, its tables not yet
+        return []
 
 
 def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | None, dict]]:
@@ -420,8 +430,7 @@ def test_a_stopped_and_resumed_sweep_samples_no_parameter_set_twice(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(_params(exp) if (
-                exp / "experiment.db").exists() else []) < 2:
+        while time.monotonic() < deadline and len(_params_so_far(exp)) < 2:
             time.sleep(0.1)
         # What ``elastune stop`` writes, without its start-up time: the sweep must stop
         # before it has sampled all its trials.
