@@ -1,5 +1,6 @@
-"""Seeded simulated sweeps whose outcomes must not move while the controller is rebuilt: each
-trial's end, the bill, the wall time and the plans, recorded in ``golden/simulated_sweeps.json``.
+"""Seeded simulated sweeps, built as ``tune()`` builds them (``tuner.sim.simulate``), whose
+outcomes must not move while the controller is rebuilt: each trial's end, the bill, the wall
+time and the plans, recorded in ``golden/simulated_sweeps.json``.
 
 A change of behaviour on purpose re-records them (``ELASTUNE_RECORD_GOLDEN=1 pytest
 tests/test_golden_simulation.py``) in the commit that makes it, saying why.
@@ -13,44 +14,44 @@ from pathlib import Path
 
 import pytest
 
-from budgets import BootLatency, FollowPlan, InstanceType, JobShape, Profile, Replanner, Static
 from tests.test_simulate import ASHA, SHA, Synth
-from tuner.sim import SimFaults, simulate_wired
+from tuner.sim import SimFaults, simulate
 
 GOLDEN = Path(__file__).parent / "golden" / "simulated_sweeps.json"
-GPU = InstanceType("aws", "sim-gpu", "T4", 1, 4, 16, "us-east-1", 1.0, 0.35)   # as simulated
+AWS = {"type": "aws", "instance_types": ["g5.xlarge"]}
+BOOT = {"boot_s": [60, 180]}          # the simulated cloud's boot latency, U(60, 180) s
 
 
-def _planned(deadline: float, budget: float | None = None, **kw):
-    """A sweep following the re-planner's plan, as a cloud sweep does."""
-    num_trials = kw.pop("num_trials", 81)
-    rp = Replanner(JobShape(num_trials, 1, 27, 3), Profile(10.0, boot=BootLatency(60, 180)),
-                   GPU, deadline, cost_budget_usd=budget, **kw)
-    plan = rp.initial()
-    return dict(num_trials=num_trials, workers=max(1, plan.workers_for_rung(0)),
-                scaling=FollowPlan(plan), replanner=rp, time_budget_s=deadline,
-                cost_budget_usd=budget)
+def _sweep(scheduler, num_trials, provider, **more):
+    return {"metric": "acc", "mode": "max", "scheduler": scheduler, "num_trials": num_trials,
+            "provider": provider, **more}
 
 
 CASES = {
-    "sha-static": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA,
-                                   num_trials=81, workers=9, seed=0),
-    "asha-noisy-spot": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA,
-                                        num_trials=81, workers=6, seed=1, step_noise=0.2,
-                                        spot=True, preemptions_per_hour=1.0),
-    "hyperband": lambda: simulate_wired(Synth(), metric="acc", mode="max",
-                                  scheduler={**ASHA, "type": "hyperband"}, num_trials=None,
-                                  workers=5, seed=2, scaling=Static(5)),
-    "sha-follows-plan": lambda: simulate_wired(Synth(), metric="acc", mode="max", scheduler=SHA,
-                                         seed=3, step_noise=0.1, **_planned(4000.0)),
-    "chosen-count-brackets": lambda: simulate_wired(
-        Synth(n=81), metric="acc", mode="max", scheduler={**SHA, "max_resource": 27}, seed=4,
-        more_brackets=True, **_planned(6000.0, budget=3.0, num_trials=27, max_trials=81)),
-    "asha-faults": lambda: simulate_wired(
-        Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=6, seed=5,
-        max_failures=1, spot=True, preemptions_per_hour=0.5, time_budget_s=20_000.0,
+    "sha-static": lambda: simulate(
+        _sweep(SHA, 81, {"type": "local", "workers": 9}, profile=BOOT), Synth(), seed=0,
+        time_budget=None, cost_budget=100.0),
+    "asha-noisy-spot": lambda: simulate(
+        _sweep(ASHA, 81, {**AWS, "spot": True, "scaling": "static", "workers": 6}), Synth(),
+        seed=1, step_noise=0.2, preemptions_per_hour=1.0, time_budget="6h", cost_budget=None),
+    "hyperband": lambda: simulate(
+        _sweep({**ASHA, "type": "hyperband"}, None, {"type": "local", "workers": 5},
+               profile=BOOT), Synth(), seed=2, time_budget=None, cost_budget=100.0),
+    "sha-follows-plan": lambda: simulate(
+        _sweep(SHA, 81, AWS, profile={"seconds_per_step": 10.0}), Synth(), seed=3,
+        step_noise=0.1, time_budget=4000.0, cost_budget=None),
+    "chosen-count": lambda: simulate(
+        _sweep(SHA, None, AWS, profile={"seconds_per_step": 10.0}), Synth(), seed=4,
+        time_budget=6000.0, cost_budget=0.6),
+    "release-idle": lambda: simulate(
+        _sweep(SHA, 81, {"type": "local", "workers": 9, "scaling": "release-idle"},
+               profile=BOOT), Synth(), seed=6, time_budget=None, cost_budget=100.0),
+    "asha-faults": lambda: simulate(
+        _sweep(ASHA, 81, {**AWS, "spot": True, "scaling": "static", "workers": 6},
+               max_failures=1), Synth(), seed=5, preemptions_per_hour=0.5,
         faults=SimFaults(app_error_prob=0.15, nan_prob=0.02, worker_losses_per_hour=1.0,
-                         vm_failures_per_hour=0.2, spot_notice_s=30.0)),
+                         vm_failures_per_hour=0.2, spot_notice_s=30.0),
+        time_budget=20_000.0, cost_budget=None),
 }
 
 

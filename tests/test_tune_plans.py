@@ -266,3 +266,37 @@ def test_a_sweep_whose_count_is_chosen_runs_when_only_its_profile_is_late(tmp_pa
     assert result.state == "finished" and result.deadline_met and result.budget_respected
     assert result.trials.shape[0] >= first["num_trials"]
     assert (result.trials["state"] == "completed").any()
+
+
+def test_a_planner_chosen_count_never_exceeds_the_spaces_parameter_sets():
+    from tuner import choice, randint
+    from tuner._config import load_sweep
+    from tuner._planning import plan_for, replanner_for, space_size
+
+    finite = load_sweep(_sweep(num_trials=None, space={"a": choice([1, 2, 3]),
+                                                       "b": randint(0, 3), "c": 0.5},
+                               provider={"type": "local", "workers": 8, "scaling": "plan"}),
+                        time_budget="2h", cost_budget=50.0)
+    assert space_size(finite) == 12
+    plan = plan_for(finite)
+    assert 1 <= plan.num_trials <= 12     # ample budgets: the space, not the money, decides
+    assert replanner_for(finite, plan).max_trials == 12
+    unbounded = load_sweep(_sweep(num_trials=None), time_budget="2h", cost_budget=50.0)
+    assert space_size(unbounded) is None and plan_for(unbounded).num_trials > 12
+
+
+def test_release_idle_scaling_is_a_sweep_setting():
+    from budgets import ReleaseIdle
+    from tuner._build import scaling_for
+    from tuner._config import load_sweep
+    from tuner._errors import ConfigError
+    from tuner._planning import plan_for
+
+    sweep = load_sweep(_sweep(provider={"type": "local", "workers": 4,
+                                        "scaling": "release-idle"}),
+                       time_budget="10m", cost_budget=1.0)
+    policy, replanner = scaling_for(sweep, plan_for(sweep))
+    assert isinstance(policy, ReleaseIdle) and policy.max_workers == 4 and replanner is None
+    with pytest.raises(ConfigError, match="provider.scaling"):
+        load_sweep(_sweep(provider={"type": "local", "scaling": "idle"}),
+                   time_budget="10m", cost_budget=1.0)

@@ -16,7 +16,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from budgets import Clock, FollowPlan, Ledger, Plan, Reallocation, Replanner
+from budgets import (
+    Clock,
+    FollowPlan,
+    Ledger,
+    Plan,
+    Reallocation,
+    ReleaseIdle,
+    Replanner,
+    ScalingPolicy,
+)
 from cloud import Provider
 from tuner._config import SweepConfig
 from tuner._controller import Controller, RunSpec, Settings
@@ -61,13 +70,13 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
     ``parts``. ``chosen``: the planner chose the number of trials (it may start more
     brackets); ``prior``: the spend and wall seconds of the experiment's earlier runs."""
     scaling, replanner = scaling_for(sweep, plan, chosen)
-    if scaling is None:
+    if replanner is None:
         # A fixed cluster: store what the planner predicts for it, for planned vs actual.
         parts.store.add_plan(parts.clock.now(), fixed_plan(sweep, plan).to_json())
     prior_usd, elapsed_s = prior
     spec = RunSpec(
         experiment_id=experiment_id, trainable=parts.trainable, metric=sweep.metric,
-        mode=sweep.mode, workers=0 if scaling is not None else sweep.provider.workers,
+        mode=sweep.mode, workers=0 if sweep.provider.follows_plan else sweep.provider.workers,
         gpus_per_trial=sweep.gpus_per_trial, time_budget_s=sweep.time_budget_s,
         cost_budget_usd=sweep.cost_budget_usd, checkpoint_root=parts.checkpoint_root,
         max_failures=sweep.max_failures, instance_type=parts.instance_type,
@@ -133,9 +142,12 @@ def num_trials_of(sweep: SweepConfig) -> int | None:
 
 
 def scaling_for(sweep: SweepConfig, plan: Plan, chosen: bool = False
-                ) -> tuple[FollowPlan | None, Replanner | None]:
-    """Follow the plan (re-planned at rung boundaries and on drift) or keep a fixed cluster.
-    ``chosen``: the planner chose the number of trials (see :func:`replanner_for`)."""
+                ) -> tuple[ScalingPolicy | None, Replanner | None]:
+    """Follow the plan (re-planned at rung boundaries and on drift), release idle workers
+    (``provider.scaling: release-idle``) or keep a fixed cluster (None). ``chosen``: the
+    planner chose the number of trials (see :func:`replanner_for`)."""
+    if sweep.provider.scaling == "release-idle":
+        return ReleaseIdle(sweep.provider.workers), None
     if not sweep.provider.follows_plan:
         return None, None
     if not plan.feasible:

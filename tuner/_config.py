@@ -229,9 +229,11 @@ class ProviderConfig(_Section):
     # "exploratory": the same, and the last rung's survivors on on-demand.
     spot: StrictBool | Literal["deadline-safe", "exploratory"] = False
     # static: a fixed cluster of ``workers``; plan: follow the budget-aware planner's plan
-    # (re-planned as timings arrive), with ``workers`` as a cap on local machines.
-    # Default: static for local, plan for the clouds.
-    scaling: Literal["static", "plan"] | None = None
+    # (re-planned as timings arrive), with ``workers`` as a cap on local machines;
+    # release-idle: start ``workers``, let each go while the scheduler has no job for it and
+    # grow back when jobs queue (elastic without a plan). Default: static for local, plan for
+    # the clouds.
+    scaling: Literal["static", "plan", "release-idle"] | None = None
     # Cloud VMs: where checkpoints and the code bundle live (s3://bucket/prefix on aws,
     # gs://bucket/prefix on gcp), what pip installs on the VM, and the VM's image.
     storage: str | None = Field(None, pattern=r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,62}(/.*)?$")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
 from budgets import (
     BABI_LSTM,
     DEFAULT_MARGIN,
@@ -34,6 +36,7 @@ from budgets import (
 )
 from tuner._config import SweepConfig
 from tuner._errors import ConfigError
+from tuner._space import Grid
 
 SPEEDUP_TABLES: dict[str, Speedup] = {
     "linear": LINEAR,
@@ -148,9 +151,11 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
             # (late on the profile's estimate alone: the count chosen at the step times
             # under which one trial ends in time, see ``late_only``); its boot at the mean.
             s = sweep.scheduler
+            size = space_size(sweep)
             plan = initial_accuracy_plan(s.min_resource, s.max_resource, s.reduction_factor,
                                          profile, types[0] if local else types, deadline,
                                          budget, margin=margin, **shape_choice(sweep),
+                                         **({} if size is None else {"max_trials": size}),
                                          **{**kwargs, "boot_s": None})
         elif deadline is not None:
             plan = solve(sweep.num_trials, deadline * (1.0 - margin))
@@ -210,6 +215,23 @@ def check_time_budget(sweep: SweepConfig, field: str, elapsed_s: float = 0.0) ->
 
 def _seconds(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def space_size(sweep: SweepConfig) -> int | None:
+    """How many distinct parameter sets the sweep's space holds (None: unbounded, a float
+    dimension): the most trials a planner-chosen count may admit, since the sampler asks
+    every set once before it repeats one."""
+    size = 1
+    for dim in sweep.space.values():
+        if isinstance(dim, Grid):
+            size *= len(dim.values)
+        elif isinstance(dim, CategoricalDistribution):
+            size *= len(dim.choices)
+        elif isinstance(dim, IntDistribution):
+            size *= (dim.high - dim.low) // dim.step + 1
+        elif isinstance(dim, BaseDistribution):
+            return None
+    return size
 
 
 def late_only(sweep: SweepConfig, plan: Plan) -> bool:
@@ -296,6 +318,7 @@ def replanner_for(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None,
     return Replanner(shape_for(sweep, plan.num_trials), profile,
                      plan_instance(sweep, plan, book), sweep.time_budget_s,
                      cost_budget_usd=sweep.cost_budget_usd if chosen else None,
+                     max_trials=space_size(sweep) if chosen else None,
                      **margin, **_planner_kwargs(sweep))
 
 

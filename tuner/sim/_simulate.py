@@ -166,9 +166,9 @@ def simulate(
     ids = list(curves.config_ids())
     given = {**overrides}
     if isinstance(config, dict):
+        known = {k: getattr(curves, k, None) for k in ("metric", "mode")}
         config = {"name": getattr(curves, "name", "sim").replace("/", "-"),
-                  "metric": getattr(curves, "metric", None),
-                  "mode": getattr(curves, "mode", None), **config}
+                  **{k: v for k, v in known.items() if v is not None}, **config}
         given.setdefault("trainable", replayed)
         given.setdefault("space", {"config": IntDistribution(0, len(ids) - 1)})
         if seed is not None and "seed" not in config:
