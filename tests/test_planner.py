@@ -456,7 +456,9 @@ def test_plan_command_prints_one_json_object_and_starts_nothing(capsys):
 
 def test_plan_command_takes_budget_flags_and_plans_trials_when_the_sweep_does_not(tmp_path,
                                                                                  capsys):
+    # (Following the plan: a fixed cluster's preview is that cluster's plan, as it runs.)
     text = (ROOT / "examples" / "digits.yaml").read_text().replace("num_trials: 27\n", "")
+    text = text.replace("price_per_hour: 1.0}", "price_per_hour: 1.0, scaling: plan}")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(text + "profile: {seconds_per_step: 0.5, boot_s: [1, 3]}\n")
     assert main(["plan", str(sweep), "--json", "--cost-budget", "0.05"]) == 0
@@ -477,7 +479,9 @@ def test_plan_command_chooses_the_count_with_the_function_the_benchmark_calls(tm
     from tuner._config import load_sweep
     from tuner._planning import instance_types_for, profile_for, shape_choice
 
+    # (Following the plan: a fixed cluster's preview is that cluster's plan, as it runs.)
     text = (ROOT / "examples" / "digits.yaml").read_text().replace("num_trials: 27\n", "")
+    text = text.replace("price_per_hour: 1.0}", "price_per_hour: 1.0, scaling: plan}")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(text + "profile: {seconds_per_step: 2.0, boot_s: [10, 30]}\n")
     assert main(["plan", str(sweep), "--json", "--time-budget", "150s",
