@@ -24,11 +24,11 @@ from cloud import (
     NotFoundError,
     ProviderError,
     QuotaError,
-    SimProvider,
     ThrottledError,
 )
 from cloud._fallback import fallback_types, launch_with_fallback
 from records import Instance
+from tuner.sim import SimProvider
 
 ZONES = {"t1": ["a", "b"], "t2": ["a", "b", "c"], "t3": ["a"]}
 

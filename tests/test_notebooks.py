@@ -146,5 +146,5 @@ def test_planning_notebook_on_the_shipped_sample():
     if not (ROOT.parent / "shared" / "data").is_dir():
         pytest.skip("no ../shared/data: test_planning_notebook already ran on the sample")
     summary = _check_planning(_run(PLANNING, parameters=(
-        "from budgets import SAMPLE_DIR\nDATA_DIR = SAMPLE_DIR")))
+        "from tuner.sim import SAMPLE_DIR\nDATA_DIR = SAMPLE_DIR")))
     assert "curves_sample" in summary["data_dir"]

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from tuner._simulate import SimFaults, simulate
 
 from records import (
     EndReason,
@@ -18,6 +17,7 @@ from records import (
 )
 from tests.test_simulate import ASHA, Synth
 from tuner._status import status_document
+from tuner.sim import SimFaults, simulate_wired
 
 
 def test_each_state_is_its_text_in_comparisons_and_in_json():
@@ -35,7 +35,7 @@ def test_each_state_is_its_text_in_comparisons_and_in_json():
 
 def test_a_sweeps_store_and_status_document_hold_exactly_the_states_text(tmp_path):
     # Faults and a short deadline, so that trials and segments end in many different states.
-    r = simulate(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=6,
+    r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=6,
                  seed=7, spot=True, preemptions_per_hour=3.0, time_budget_s=500.0,
                  faults=SimFaults(app_error_prob=0.1, vm_failures_per_hour=3.0, hang_prob=0.05,
                                   worker_losses_per_hour=2.0))
