@@ -136,7 +136,7 @@ def _check_planning(nb: nbformat.NotebookNode) -> dict:
 def test_planning_notebook():
     summary = _check_planning(_run(PLANNING))
     shared = ROOT.parent / "shared" / "data"
-    expected = shared if shared.is_dir() else ROOT / "budgets" / "data" / "curves_sample"
+    expected = shared if shared.is_dir() else ROOT / "tuner" / "sim" / "data" / "curves_sample"
     assert Path(summary["data_dir"]).resolve() == expected.resolve()
 
 

@@ -41,7 +41,7 @@ _LOWER_IS_BETTER = ("loss", "entropy", "error", "mse", "rmse")
 
 def default_data_dir() -> Path:
     """``../shared/data`` next to the repository when it exists, else the shipped sample."""
-    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
     return shared if shared.is_dir() else SAMPLE_DIR
 
 
