@@ -649,15 +649,16 @@ def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_p
     # What the first re-planner learnt of its stages' timing comes back too.
     assert "1" in first_rp.calibration()["stages"]
     assert second_rp.calibration() == first_rp.calibration()
-    assert len(second._step_times) == len(done)
-    assert sorted(second._step_times) == sorted(first._step_times)
-    assert sorted(second._segment_times) == sorted(first._segment_times)
-    assert second._resumed_segments == first._resumed_segments > 0
-    assert second._done_at_rung == first._done_at_rung and second._done_at_rung[0] == 27
+    assert len(second.timings.step_times) == len(done)
+    assert sorted(second.timings.step_times) == sorted(first.timings.step_times)
+    assert sorted(second.timings.segment_times) == sorted(first.timings.segment_times)
+    assert second.timings.resumed_segments == first.timings.resumed_segments > 0
+    assert second.timings.done_at_rung == first.timings.done_at_rung
+    assert second.timings.done_at_rung[0] == 27
     for trial_id in first.trials:
-        assert second._paces.pace(trial_id, s_per_step=10.0) == pytest.approx(
-            first._paces.pace(trial_id, s_per_step=10.0))
-    fit = second._fit(second._segment_times)
+        assert second.timings.paces.pace(trial_id, s_per_step=10.0) == pytest.approx(
+            first.timings.paces.pace(trial_id, s_per_step=10.0))
+    fit = second._fit(second.timings.segment_times)
     assert fit is not None and fit == pytest.approx((10.0, 100.0), rel=0.01)
 
     assert second.run().reason == "done"

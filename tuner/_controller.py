@@ -28,7 +28,6 @@ from budgets import (
     ScaleView,
     ScalingPolicy,
     SpotPolicy,
-    TrialPaces,
     billed,
 )
 from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
@@ -45,7 +44,7 @@ from records import (
     SegmentState,
     TrialState,
 )
-from tuner._deadline_policy import DeadlinePolicyMixin, recent_median
+from tuner._deadline_policy import DeadlinePolicyMixin
 from tuner._executor import Executor
 from tuner._failures import (
     fail_fast_at,
@@ -56,6 +55,7 @@ from tuner._failures import (
 from tuner._plan_following import CALIBRATION_KEY, PlanningMixin
 from tuner._sampling import Sampler
 from tuner._store import Store
+from tuner._timings import Timings
 from tuner.schedulers import Job, Scheduler, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,6 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self._bracket_first = 0            # trials started before the bracket under way
         self._admission_closed = False
         self._admit_limit: int | None = None  # a re-plan's smaller number of trials
-        self._unit_step_times: list[float] = []   # seconds per step on one GPU (s(g) x seen)
         self._widening: set[str] = set()          # segments stopped to re-run on more GPUs
         self._deadline = math.inf
         self.trials: dict[str, _Trial] = {}
@@ -211,17 +210,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         self.used_slots: dict[str, int] = {}
         self.latencies: list[float] = []
         self._seg_counter: dict[str, int] = {}
-        self._step_times: list[float] = []
-        self._step_total = 0.0             # sum of _step_times
-        # Finished segments as (steps, seconds, fresh: started the trial from step 0), for
-        # fit_segment_times; and segments finished ("done") per rung index.
-        self._segment_times: list[tuple[float, float, bool]] = []
-        self._paces = TrialPaces()         # per trial, for the re-planner
+        # What the sweep has measured of its trainable (step times, segment times, paces).
+        self.timings = Timings(self.settings.prior_s_per_step, self._steps_weight,
+                               None if reallocation is None else reallocation.speedup)
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._cut: set[str] = set()        # trials pruned from a stage while they trained
-        self._resumed_segments = 0         # of those, how many resumed a trial (or were
-        #                                    split: steps after a first one)
-        self._done_at_rung: dict[int, int] = {}
         self._budget_blocked = False
         self._last_spend_write = -math.inf
         self._last_instance_check = -math.inf
@@ -632,7 +625,7 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         return best
 
     def _seconds_per_step(self) -> float:
-        return recent_median(self._step_times, self.settings.prior_s_per_step)
+        return self.timings.seconds_per_step()
 
     def _dispatch(self, now: float) -> None:
         slots_needed = max(1, self.spec.gpus_per_trial)
@@ -876,35 +869,12 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
     def _observe_segment(self, trial_id: str, start_step: int, stop_step: int, last_step: int,
                          gpus: int, started: float, finished: float,
                          first_step_at: float | None, this_bracket: bool = True) -> None:
-        """Count a segment that trained ``start_step`` to ``last_step`` (done) in the step
-        times: the re-planner's fit, each trial's pace, and the segments done per rung (for
-        ``this_bracket`` only)."""
-        duration = max(0.0, finished - started)
-        steps = last_step - start_step
-        self._step_times.append(duration / steps)
-        if self.reallocation is not None:
-            self._unit_step_times.append(self._step_times[-1]
-                                         * self.reallocation.speedup(max(1, gpus)))
-        self._step_total += self._step_times[-1]
-        # (steps counted at what the profile's step costs say they cost, if it has them)
-        weight = self._steps_weight
-        if start_step == 0 and steps > 1 and first_step_at is not None and \
-                started <= first_step_at <= finished:
-            # A first segment of several steps tells its first step (set-up, warm-up) from
-            # the steps after it, by the time its first step was reported.
-            self._segment_times += [(weight(0, 1), first_step_at - started, True),
-                                    (weight(1, steps), finished - first_step_at, False)]
-            self._resumed_segments += 1
-        else:
-            self._segment_times.append((weight(start_step, last_step), duration,
-                                        start_step == 0))
-        self._paces.observe(trial_id, steps=weight(start_step, last_step), seconds=duration,
-                            fresh=start_step == 0)
-        self._resumed_segments += start_step > 0  # (and split first segments)
+        """Count a segment that trained ``start_step`` to ``last_step`` (done) in the
+        timings, at the rung it reached for ``this_bracket`` only."""
         rungs = getattr(self.scheduler, "rungs", None)
-        if this_bracket and rungs and stop_step in rungs:
-            k = rungs.index(stop_step)
-            self._done_at_rung[k] = self._done_at_rung.get(k, 0) + 1
+        rung = rungs.index(stop_step) if this_bracket and rungs and stop_step in rungs else None
+        self.timings.observe(trial_id, start_step, last_step, gpus, started, finished,
+                             first_step_at, rung)
 
     def _job_lost(self, trial_id: str) -> None:
         if trial_id in self._cut:

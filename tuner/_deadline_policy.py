@@ -13,17 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from records import Instance
+    from tuner._timings import Timings
     from tuner.schedulers import Job
 
 log = logging.getLogger("tuner._controller")
-
-
-def recent_median(times: list[float], prior: float, window: int = 50) -> float:
-    """The median of the last ``window`` of ``times`` (``prior`` when there are none)."""
-    if not times:
-        return prior
-    recent = sorted(times[-window:])
-    return recent[len(recent) // 2]
 
 
 class DeadlinePolicyMixin:
@@ -39,7 +32,7 @@ class DeadlinePolicyMixin:
     used_slots: dict[str, int]
     spec: Any
     executor: Any
-    _unit_step_times: list[float]
+    timings: Timings
     _deadline: float
     _widening: set[str]
     _evacuating: set[str]
@@ -49,13 +42,13 @@ class DeadlinePolicyMixin:
 
     def _unit_s_per_step(self) -> float:
         """Seconds per step on one GPU: the median of recent finished segments."""
-        return recent_median(self._unit_step_times, self.settings.prior_s_per_step)
+        return self.timings.unit_seconds_per_step()
 
     def _check_admission(self, now: float) -> None:
         """Close admission for good once a new trial could not reach the top rung by the
         deadline (judged only once a segment has been measured)."""
         assert self.reallocation is not None
-        if not self._unit_step_times or math.isinf(self._deadline):
+        if not self.timings.unit_step_times or math.isinf(self._deadline):
             return
         if self.reallocation.admit(self._deadline - now, self._unit_s_per_step(),
                                    self.scheduler.max_resource):

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from budgets import MIN_RESUMED, FollowPlan, Plan, ReplanView, fit_segment_times
 from records import InstanceState
 from tuner.schedulers import SuccessiveHalving
+
+if TYPE_CHECKING:
+    from tuner._timings import Timings
 
 log = logging.getLogger("tuner._controller")
 
@@ -63,18 +66,14 @@ class PlanningMixin:
     running: dict[str, Any]
     trials: dict[str, Any]
     _stage: int
+    timings: Timings
     _started_at: float
     _deadline: float
-    _step_times: list[float]
-    _segment_times: list[tuple[float, float, bool]]
-    _resumed_segments: int
     _replanned: tuple[int, int]
     _closing: int
     _overdue_checked: float
     _admission_closed: bool
     _admit_limit: int | None
-    _done_at_rung: dict[int, int]
-    _paces: Any
     _starved: bool
     _queued: bool
     _work_fit: tuple[int, tuple[float, float] | None]
@@ -151,8 +150,9 @@ class PlanningMixin:
         if (not isinstance(self.scaling, FollowPlan) or not self._starved or self._queued
                 or type(self.scheduler) is not SuccessiveHalving or not self.running):
             return None
-        if self._work_fit[0] != len(self._segment_times):  # refitted as segments end
-            self._work_fit = (len(self._segment_times), self._fit(self._segment_times))
+        segments = self.timings.segment_times
+        if self._work_fit[0] != len(segments):  # refitted as segments end
+            self._work_fit = (len(segments), self._fit(segments))
         fit = self._work_fit[1]
         if fit is None:
             return None
@@ -164,7 +164,7 @@ class PlanningMixin:
                 continue
             if run.started_at is None:
                 return None
-            pace = self._paces.pace(seg.trial_id, s_per_step=rate) or 1.0
+            pace = self.timings.paces.pace(seg.trial_id, s_per_step=rate) or 1.0
             expected = self._steps_weight(seg.start_step, seg.stop_step) * rate * pace \
                 + (first if seg.start_step == 0 else 0.0)
             end = run.started_at + expected
@@ -212,25 +212,25 @@ class PlanningMixin:
         stage's jobs have been handed out: the last moment the stage's promotions can still
         change, with most of its costs seen."""
         assert self.replanner is not None
-        seen = len(self._step_times)
+        seen = self.timings.observations
         closing = self._closing_stage()
         if closing:
             self._closing = self._stage
         new_info = seen > self._replanned[1] or self._stage > self._replanned[0] or closing
         # Between segment ends, the ones still running are looked at now and then.
-        recheck = (not new_info and bool(self._segment_times) and bool(self.running)
+        recheck = (not new_info and bool(self.timings.segment_times) and bool(self.running)
                    and now - self._overdue_checked >= OVERDUE_CHECK_TICKS * self.settings.tick_s)
         if not (new_info or recheck):
             return
         if recheck:
             self._overdue_checked = now
-        fit = self._fit(self._segment_times)
+        fit = self._fit(self.timings.segment_times)
         late = self._overdue(now, *fit) if fit is not None else []
         if late:
             # Segments still running past what the fit predicts: the first to end are a
             # wave's quickest, and a fit on them alone is low (survivorship). Each counts as
             # ending now, a lower bound on its time.
-            fit = self._fit([*self._segment_times, *late]) or fit
+            fit = self._fit([*self.timings.segment_times, *late]) or fit
         elif recheck:
             return
         mean = fit[0] if fit is not None else None
@@ -242,7 +242,7 @@ class PlanningMixin:
             return
         live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
         if (self._stage <= self._replanned[0] and not closing and mean is not None and assumed
-                and mean < assumed and self._done_at_rung.get(self._stage, 0) < live):
+                and mean < assumed and self.timings.done_at(self._stage) < live):
             # Quicker than planned, but within a stage whose first wave has not ended: the
             # first segments to end are its quickest (survivorship), so no fewer instances
             # on their word yet.
@@ -252,10 +252,10 @@ class PlanningMixin:
             now=now, elapsed_s=now - self._started_at, stage=self._stage, live=live,
             observed_s_per_step=mean, observations=seen, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None,
-            stage_done=self._done_at_rung.get(self._stage, 0),
+            stage_done=self.timings.done_at(self._stage),
             started=len(self.trials) - self._bracket_first,
-            fresh_only=bool(self._segment_times) and not self._resumed_segments,
-            resumed=self._resumed_segments, stage_sizes=self._stage_sizes(),
+            fresh_only=self.timings.fresh_only,
+            resumed=self.timings.resumed_segments, stage_sizes=self._stage_sizes(),
             **self._member_paces(mean)))
         self._keep_calibration()
         if new is None:
@@ -285,14 +285,14 @@ class PlanningMixin:
         if not (self.more_brackets and callable(start) and callable(plan_next)
                 and now < self._deadline):
             return False
-        fit = self._fit(self._segment_times)
+        fit = self._fit(self.timings.segment_times)
         live = sum(inst.state != InstanceState.TERMINATED for inst in self.instances.values())
         plan = plan_next(ReplanView(
             now=now, elapsed_s=now - self._started_at, stage=0, live=live,
             observed_s_per_step=fit[0] if fit is not None else None,
-            observations=len(self._step_times), spent_usd=self.ledger.spent(now),
+            observations=self.timings.observations, spent_usd=self.ledger.spent(now),
             observed_first_s=fit[1] if fit is not None else None, stage_done=0, started=0,
-            fresh_only=bool(self._segment_times) and not self._resumed_segments),
+            fresh_only=self.timings.fresh_only),
             len(self.trials))
         if plan is None:
             return False
@@ -301,8 +301,9 @@ class PlanningMixin:
         self._keep_calibration()
         start(plan.num_trials)
         self._bracket_first = len(self.trials)
-        self._stage, self._done_at_rung, self._closing = 0, {}, -1
-        self._replanned = (0, len(self._step_times))
+        self._stage, self._closing = 0, -1
+        self.timings.new_bracket()
+        self._replanned = (0, self.timings.observations)
         self._admit_limit, self._admission_closed = None, False
         self._starved = False
         if isinstance(self.scaling, FollowPlan):
@@ -414,5 +415,5 @@ class PlanningMixin:
             return -sign * value if ok else math.inf
 
         ranked = sorted((t for t in members() if t in self.trials), key=rank)
-        return {"paces": tuple(self._paces.pace(t, s_per_step=s_per_step) for t in ranked),
+        return {"paces": tuple(self.timings.paces.pace(t, s_per_step=s_per_step) for t in ranked),
                 "pending": tuple(self.trials[t].step < to for t in ranked)}
