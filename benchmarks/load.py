@@ -169,6 +169,8 @@ def run_load(rate: float, seconds: float, workers: int, metrics: int, out: Path,
         "scheduler": {"type": "asha", "min_resource": steps, "max_resource": steps,
                       "reduction_factor": 3},
         "provider": {"type": "local", "workers": workers, "slots": 1, "price_per_hour": 1.0},
+        # The trainable's paced step, so that the time budget is checked against it.
+        "profile": {"seconds_per_step": 1.0 / per_worker},
         # Generous: the run must never be cut by its budget.
         "budget": {"time": f"{int(seconds + 600)}s"},
     }
