@@ -5,17 +5,20 @@ Every schedule goes through ``tuner.sim.simulate`` (the real controller, schedul
 sampler, planner, ledger, autoscaler and store on a simulated clock, provider and executor);
 nothing here re-implements control logic. Per schedule, drawn from ``--seed`` and its index:
 
-- the sweep: a task of ``--data`` (a set, then one of its tasks, both discovered from the files
-  and drawn uniformly), eta 2 or 3, rungs up to 27 steps (fewer where the curves are shorter),
-  2..81 trials, step noise up to +-30 %, on demand or spot, and one of three ways to size the
-  cluster: the planner (synchronous SHA, an initial ``Replanner`` plan re-planned by the
-  controller, followed with ``FollowPlan``), a static cluster (``Static``) or naive elastic
-  (``ReleaseIdle``), the last two with SHA, ASHA or Hyperband on 1..n workers. Tasks whose full
-  trial is short next to a boot are slowed down as in ``benchmarks/planner.py``.
+- the sweep, as a user writes it (AWS, the 1-GPU type of ``benchmarks/planner.py`` at its
+  on-demand and spot prices, ``profile.seconds_per_step`` the replay's and ``profile.boot_s``
+  [60, 180]): a task of ``--data`` (a set, then one of its tasks, both discovered from the
+  files and drawn uniformly), eta 2 or 3, rungs up to 27 steps (fewer where the curves are
+  shorter), 2..81 trials, step noise up to +-30 %, on demand or spot (``provider.spot``), and
+  one of three ways to size the cluster (``provider.scaling``): the planner (``plan``,
+  synchronous SHA, re-planned by the controller), a static cluster (``static``) or naive
+  elastic (``release-idle``), the last two with SHA, ASHA or Hyperband on 1..n workers. Tasks
+  whose full trial is short next to a boot are slowed down as in ``benchmarks/planner.py``.
 - the budgets: the time budget is 1.5x-6x a planner estimate (``plan_static``'s predicted wall
   time with one worker per trial for the planner, with the sweep's own cluster otherwise), the
-  cost budget 1.2x-3x the predicted cost of the plan the sweep starts with (the planner's plan
-  for that deadline, or ``plan_static`` of the fixed cluster).
+  cost budget 1.2x-3x the predicted cost of the plan the sweep starts with (for the planner,
+  what ``elastune plan`` predicts for the sweep with that deadline; ``plan_static`` of the
+  fixed cluster otherwise).
 - the faults (each present in a part of the schedules, with random rates and times): boot
   latency U(60, 180) s; capacity errors at launch (a failure probability per launch call, and
   outage windows in which every launch fails); VMs whose worker never registers (replaced by
@@ -49,10 +52,11 @@ Figures (``summary``):
     python benchmarks/faults.py [--schedules 1000] [--seed 0] [--jobs N] [--data DIR] [--chosen]
                                 [--json]
 
-``--chosen`` runs every schedule (same draws otherwise) as a sweep whose number of trials the
-planner chose: synchronous SHA following a plan whose re-planner has the cost budget (it may
-close admission early, promote fewer or more, decide a stage without its stragglers, and
-start more brackets while time and budget are left; ``summary.more_brackets`` counts those).
+``--chosen`` runs every schedule (same draws and budgets otherwise) as a sweep whose number of
+trials the planner chooses (``num_trials`` left out; at most the task's configurations):
+synchronous SHA following a plan whose re-planner has the cost budget (it may close admission
+early, promote fewer or more, decide a stage without its stragglers, and start more brackets
+while time and budget are left; ``summary.more_brackets`` counts those).
 
 Worker processes are started with a fixed ``PYTHONHASHSEED`` (unless one is set), since the
 controller iterates over sets of instance ids and string hashing is randomised per process:
@@ -91,19 +95,16 @@ from benchmarks.planner import (  # noqa: E402
     BOOTS_PER_TRIAL,
     largest_power,
     one_gpu_type,
-    sim_type,
 )
 from budgets import (  # noqa: E402
-    FollowPlan,
+    InstanceType,
     JobShape,
     Profile,
-    ReleaseIdle,
-    Replanner,
-    Static,
     billed,
     plan_static,
 )
 from tuner._config import ProviderConfig  # noqa: E402
+from tuner._planning import plan_for  # noqa: E402
 from tuner.sim import (  # noqa: E402
     SIM_SETTINGS,
     SimFaults,
@@ -112,7 +113,8 @@ from tuner.sim import (  # noqa: E402
     discover,
     load_curves,
     settings_grace,
-    simulate_wired,
+    simulate,
+    simulated_sweep,
     uniform_boot,
 )
 
@@ -220,9 +222,30 @@ def draw_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
     return schedule
 
 
-def budgets_for(schedule: dict[str, Any]) -> tuple[JobShape, Profile, Any, Any, dict[str, Any]]:
-    """The job shape, the profile, and the deadline and cost budget of ``schedule``, with the
-    plan the sweep starts from."""
+def sweep_for(schedule: dict[str, Any], itype: InstanceType) -> dict[str, Any]:
+    """The sweep of ``schedule`` as a user writes it: on ``itype`` (AWS), sized by the
+    planner, a static cluster or naive elastic scaling; ``chosen``: the planner chooses the
+    number of trials too."""
+    provider: dict[str, Any] = {"type": "aws", "region": itype.region,
+                                "instance_types": [itype.name], "spot": schedule["spot"],
+                                "billing_minimum_s": BILLING_MINIMUM_S}
+    if schedule["policy"] != "plan":
+        provider.update(scaling="static" if schedule["policy"] == "static" else "release-idle",
+                        workers=schedule["workers"])
+    return {
+        "scheduler": {"type": schedule["scheduler"], "min_resource": 1,
+                      "max_resource": schedule["max_resource"],
+                      "reduction_factor": schedule["reduction_factor"]},
+        "num_trials": None if schedule.get("chosen") else schedule["num_trials"],
+        "max_failures": schedule["max_failures"], "provider": provider,
+        "profile": {"seconds_per_step": schedule["s_per_step"],
+                    "boot_s": [BOOT.low, BOOT.high]},
+    }
+
+
+def budgets_for(schedule: dict[str, Any], curves: Any) -> dict[str, Any]:
+    """The deadline and cost budget of ``schedule``: the deadline from ``plan_static``'s
+    estimate; the cost budget from the predicted cost of the plan the sweep starts with."""
     itype = one_gpu_type()
     shape = JobShape(schedule["num_trials"], 1, schedule["max_resource"],
                      schedule["reduction_factor"])
@@ -232,27 +255,16 @@ def budgets_for(schedule: dict[str, Any]) -> tuple[JobShape, Profile, Any, Any, 
                            billing_minimum_s=BILLING_MINIMUM_S).predicted_wall_s
     deadline = schedule["deadline_factor"] * estimate
     if schedule["policy"] == "plan":
-        replanner = Replanner(shape, profile, itype, deadline, spot=spot,
-                              billing_minimum_s=BILLING_MINIMUM_S,
-                              max_workers=schedule["num_trials"])
-        plan = replanner.initial()
-        predicted = plan.predicted_cost_usd
-        if schedule.get("chosen"):
-            # The same plan, re-planned with the cost budget (a chosen shape's re-planner).
-            replanner = Replanner(shape, profile, itype, deadline, spot=spot,
-                                  billing_minimum_s=BILLING_MINIMUM_S,
-                                  max_workers=schedule["num_trials"],
-                                  cost_budget_usd=schedule["budget_factor"] * predicted,
-                                  max_trials=schedule.get("configs"))
-            plan = replanner.initial()
-        extra = {"replanner": replanner, "plan": plan}
+        # What ``elastune plan`` predicts for the sweep of the drawn number of trials at that
+        # deadline (also for --chosen, whose sweep then chooses its count within the budget).
+        given = {**sweep_for(schedule, itype), "num_trials": schedule["num_trials"]}
+        predicted = plan_for(simulated_sweep(given, curves, time_budget=deadline,
+                                             cost_budget=None)).predicted_cost_usd
     else:
         predicted = plan_static(shape, profile, itype, schedule["workers"], spot=spot,
                                 billing_minimum_s=BILLING_MINIMUM_S).predicted_cost_usd
-        extra = {}
-    return shape, profile, itype, {"estimate_s": estimate, "deadline_s": deadline,
-                                   "predicted_cost_usd": predicted,
-                                   "cost_budget_usd": schedule["budget_factor"] * predicted}, extra
+    return {"estimate_s": estimate, "deadline_s": deadline, "predicted_cost_usd": predicted,
+            "cost_budget_usd": schedule["budget_factor"] * predicted}
 
 
 def sim_faults(schedule: dict[str, Any], deadline: float) -> SimFaults:
@@ -290,37 +302,31 @@ def run_schedule(data_dir: str, by_set: dict[str, list[str]], seed: int,
 
 
 def _run(data_dir: str, schedule: dict[str, Any], t0: float) -> dict[str, Any]:
-    shape, _, itype, b, extra = budgets_for(schedule)
+    curves = load_curves(data_dir, schedule["task"])
+    b = budgets_for(schedule, curves)
     deadline, budget = b["deadline_s"], b["cost_budget_usd"]
     faults = sim_faults(schedule, deadline)
     f = schedule["faults"]
-    curves = load_curves(data_dir, schedule["task"])
-    sched = {"type": schedule["scheduler"], "min_resource": 1,
-             "max_resource": schedule["max_resource"],
-             "reduction_factor": schedule["reduction_factor"]}
-    n, workers = schedule["num_trials"], schedule["workers"]
-    kw: dict[str, Any] = {}
-    if schedule["policy"] == "plan":
-        plan = extra["plan"]
-        workers = max(1, plan.workers_for_rung(0))
-        kw = dict(scaling=FollowPlan(plan), replanner=extra["replanner"],
-                  more_brackets=bool(schedule.get("chosen")))
-    elif schedule["policy"] == "static":
-        kw = dict(scaling=Static(workers))
-    else:
-        kw = dict(scaling=ReleaseIdle(workers))
-    r = simulate_wired(curves, metric=curves.metric, mode=curves.mode, scheduler=sched,
-                 num_trials=n,
-                 workers=workers, time_budget_s=deadline, cost_budget_usd=budget,
-                 instance_type=sim_type(itype), spot=schedule["spot"], boot_s=BOOT,
-                 capacity_failure_prob=f["capacity_failure_prob"],
+    r = simulate(sweep_for(schedule, one_gpu_type()), curves, seed=schedule["sim_seed"],
+                 faults=faults, capacity_failure_prob=f["capacity_failure_prob"],
                  preemptions_per_hour=f["preemptions_per_hour"],
                  step_noise=schedule["step_noise"], time_scale=schedule["time_scale"],
-                 seed=schedule["sim_seed"], settings=SETTINGS,
-                 billing_minimum_s=BILLING_MINIMUM_S, faults=faults,
-                 max_failures=schedule["max_failures"], raise_errors=False, **kw)
-    return {**schedule, **b, "start_workers": workers, **measure(r, deadline, budget),
-            "elapsed_s": time.perf_counter() - t0}
+                 settings=SETTINGS, raise_errors=False, time_budget=deadline,
+                 cost_budget=budget)
+    return {**schedule, **b, "start_workers": start_workers(r, schedule),
+            **measure(r, deadline, budget), "elapsed_s": time.perf_counter() - t0}
+
+
+def start_workers(r: SimResult, schedule: dict[str, Any]) -> int:
+    """The workers the sweep started with: its first plan's first stage when it follows a
+    plan, else its fixed or initial cluster."""
+    plans = r.store.plans()
+    if schedule["policy"] != "plan" or not plans:
+        return schedule["workers"]
+    rungs = plans[0]["rungs"]
+    first = next((x["workers"] for x in rungs if x["rung"] == 0),
+                 rungs[-1]["workers"] if rungs else 0)
+    return max(1, first)
 
 
 def measure(r: SimResult, deadline: float, budget: float) -> dict[str, Any]:

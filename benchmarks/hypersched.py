@@ -4,9 +4,12 @@ curves, in simulation.
 The setting of Liaw et al., "HyperSched: Dynamic Resource Reallocation for Model Development on
 a Deadline" (SoCC '19): a fixed cluster of 8 GPUs (``--layout``, default one instance of 8;
 ``2x4`` is two of 4), deadlines of 900, 1800 and 3600 s, eta = 4, the per-trial speedup of
-ResNet-50 (``budgets.RESNET50_CIFAR10``: s(2) = 1.87, s(4) = 3.42, s(8) = 5.60). Every run goes
-through ``tuner.sim.simulate`` (the real controller and ASHA on a simulated clock); the
-policy is the controller's ``reallocation`` (``budgets.Reallocation``); nothing here decides.
+ResNet-50 (``budgets.RESNET50_CIFAR10``: s(2) = 1.87, s(4) = 3.42, s(8) = 5.60). Every run is
+a sweep through ``tuner.sim.simulate`` (the real controller and ASHA on a simulated clock): a
+static AWS cluster (``provider.scaling: static``) of the V100 type with that many GPUs
+(p3.16xlarge for 8; else the cheapest priced type with that many), ``profile.speedup:
+resnet50_cifar10``, and for the policy ``scheduler.deadline_policy: hypersched``, whose
+restart cost is the profile's (``setup_s``, then the step given up); nothing here decides.
 
 Per task (the ImageNet tasks of ``--data``, found from the files: a task whose name says
 ``imagenet``; if there is none, those of the shipped sample ``budgets.SAMPLE_DIR``, and the
@@ -14,9 +17,10 @@ output says so):
 
 - job: ASHA, eta 4, rungs 1, 4, 16, ... up to R, the largest power of 4 not above the median
   curve length (at most 64), and as many trials as the task has configurations (ASHA explores
-  until the deadline, as in the paper); step noise +-10 %; the cluster is up before the clock
-  starts (no boot latency); every segment pays ``restart_s`` = 10 % of a median step before
-  its first step (start-up and checkpoint restore), which is also the policy's restart cost.
+  until the deadline, as in the paper; a trial that fails is not retried); step noise +-10 %;
+  the cluster is up before the clock starts (no boot latency); every segment pays
+  ``restart_s`` = 10 % of a median step before its first step (start-up and checkpoint
+  restore: ``profile.setup_s``), and a step takes the median step (``profile.seconds_per_step``).
 - deadlines: the paper's seconds scaled to the data's step times by
   ``scale = median seconds per step / REFERENCE_STEP_S``, where ``REFERENCE_STEP_S`` = 30 s is
   an assumed epoch of ResNet-50 on CIFAR-10 on one GPU (our assumption, not a figure from the
@@ -48,18 +52,13 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from benchmarks.planner import largest_power  # noqa: E402
-from budgets import (  # noqa: E402
-    RESNET50_CIFAR10,
-    Reallocation,
-    Static,
-)
+from budgets import RESNET50_CIFAR10, InstanceType, PriceBook  # noqa: E402
 from tuner.sim import (  # noqa: E402
     SAMPLE_DIR,
-    SimInstanceType,
     default_data_dir,
     discover,
     load_curves,
-    simulate_wired,
+    simulate,
 )
 
 PAPER_DEADLINES_S = (900.0, 1800.0, 3600.0)
@@ -69,7 +68,10 @@ STEP_NOISE = 0.1
 REFERENCE_STEP_S = 30.0       # assumed seconds of one epoch of the paper's workload on one GPU
 RESTART_FRACTION = 0.1        # restart cost as a fraction of a median step
 SPEEDUP = RESNET50_CIFAR10
+SPEEDUP_KEY = "resnet50_cifar10"   # the sweep's profile.speedup naming SPEEDUP
 POLICIES = ("asha", "hypersched")
+REGION = "us-east-1"
+V100 = "V100-16GB"                 # the GPU of AWS's p3 family (p3.16xlarge: 8 of them)
 
 
 @dataclass(frozen=True)
@@ -118,20 +120,30 @@ def layout(text: str) -> tuple[int, int]:
     return instances, gpus
 
 
+def instance_type(gpus: int) -> InstanceType:
+    """The AWS type of ``gpus`` GPUs the cluster rents: the V100 one, else the cheapest
+    priced one; ValueError when none has that many."""
+    types = [t for t in PriceBook().types("aws", REGION) if t.gpus == gpus]
+    if not types:
+        raise ValueError(f"no priced aws instance type in {REGION} has {gpus} GPUs")
+    return min(types, key=lambda t: (t.gpu != V100, t.on_demand_per_hour))
+
+
 def run_one(data_dir: Path, task: Task, deadline_s: float, policy: str, seed: int,
             instances: int, gpus: int, max_configs: int | None) -> dict[str, Any]:
     curves = load_curves(data_dir, task.name, max_configs=max_configs)
-    realloc = (Reallocation(SPEEDUP, max_gpus_per_trial=gpus, restart_s=task.restart_s)
-               if policy == "hypersched" else None)
-    itype = SimInstanceType(f"sim-{gpus}gpu", slots=gpus, on_demand_per_hour=float(gpus),
-                            spot_per_hour=float(gpus))
-    r = simulate_wired(curves, metric=curves.metric, mode=curves.mode,
-                 scheduler={"type": "asha", "min_resource": 1,
-                            "max_resource": task.max_resource, "reduction_factor": ETA},
-                 num_trials=len(curves), workers=instances, instance_type=itype,
-                 scaling=Static(instances), time_budget_s=deadline_s,
-                 boot_s=lambda rng: 0.0, step_noise=STEP_NOISE, speedup=SPEEDUP,
-                 setup_s=task.restart_s, seed=seed, reallocation=realloc)
+    scheduler = {"type": "asha", "min_resource": 1, "max_resource": task.max_resource,
+                 "reduction_factor": ETA,
+                 **({"deadline_policy": "hypersched"} if policy == "hypersched" else {})}
+    sweep = {"scheduler": scheduler, "num_trials": len(curves), "max_failures": 0,
+             "provider": {"type": "aws", "region": REGION,
+                          "instance_types": [instance_type(gpus).name],
+                          "scaling": "static", "workers": instances},
+             "profile": {"seconds_per_step": task.s_per_step, "setup_s": task.restart_s,
+                         "boot_s": 0, "speedup": SPEEDUP_KEY}}
+    r = simulate(sweep, curves, seed=seed, boot_s=lambda rng: 0.0, step_noise=STEP_NOISE,
+                 speedup=SPEEDUP, setup_s=task.restart_s, time_budget=deadline_s,
+                 cost_budget=None)
     segments = r.store.segments()
     top = sum(s["stop_step"] == task.max_resource and s["state"] == "done" for s in segments)
     return {"best_value": r.best_value, "trials": len(r.trials), "segments": len(segments),
@@ -232,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     if not data_dir.is_dir():
         ap.error(f"--data {str(data_dir)!r} is not a directory")
     instances, gpus = args.layout
+    try:
+        itype = instance_type(gpus)
+    except ValueError as exc:
+        ap.error(f"--layout {instances}x{gpus}: {exc}")
 
     out = Console(stderr=True, width=160) if args.json else Console(width=160)
     started = time.perf_counter()
@@ -242,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         out.print("no resumable task to run")
         return 1
     tasks = [make_task(used_dir, n, args.max_configs) for n in names]
-    out.print(f"data: {used_dir}; {instances} x {gpus} GPUs (fixed), eta {ETA}, speedup "
-              f"{SPEEDUP.name} {dict(SPEEDUP.table)}, {args.seeds} seed(s)")
+    out.print(f"data: {used_dir}; {instances} x {gpus} GPUs ({itype.name}, fixed), eta {ETA}, "
+              f"speedup {SPEEDUP.name} {dict(SPEEDUP.table)}, {args.seeds} seed(s)")
     for t in tasks:
         out.print(f"{t.name}: {t.configs} configs, R = {t.max_resource}, median step "
                   f"{t.s_per_step:.1f} s, restart {t.restart_s:.1f} s; deadline scale factor "
@@ -262,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     if args.json:
         details = {"data_dir": str(used_dir), "note": note, "layout": [instances, gpus],
+                   "instance_type": itype.name,
                    "reference_step_s": REFERENCE_STEP_S,
                    "eta": ETA, "speedup": {"name": SPEEDUP.name, "table": dict(SPEEDUP.table)},
                    "seeds": args.seeds, "paper_deadlines_s": deadlines,

@@ -169,6 +169,8 @@ def run_load(rate: float, seconds: float, workers: int, metrics: int, out: Path,
         "scheduler": {"type": "asha", "min_resource": steps, "max_resource": steps,
                       "reduction_factor": 3},
         "provider": {"type": "local", "workers": workers, "slots": 1, "price_per_hour": 1.0},
+        # The trainable's paced step, so that the time budget is checked against it.
+        "profile": {"seconds_per_step": 1.0 / per_worker},
         # Generous: the run must never be cut by its budget.
         "budget": {"time": f"{int(seconds + 600)}s"},
     }
@@ -268,17 +270,15 @@ def _status_command(exp_dir: Path) -> list[str]:
 
 
 def build_status_store(exp_dir: Path, trials: int) -> float:
-    """A store of ``trials`` trials written by the real controller in simulation (ASHA 1..27
-    on 200 workers); in memory, then one copy to disk."""
-    from benchmarks.scale import PowerLawCurves
-    from tuner.sim import simulate_wired, uniform_boot
+    """A store of ``trials`` trials written by the real controller in simulation (the sweep of
+    ``benchmarks/scale.py``: ASHA 1..27 on 200 workers); in memory, then one copy to disk."""
+    from benchmarks.scale import NO_CAP_USD, PowerLawCurves, sweep
+    from tuner.sim import simulate
 
     t = time.perf_counter()
-    r = simulate_wired(PowerLawCurves(trials, 27, step_s=60.0), metric="acc", mode="max",
-                 scheduler={"type": "asha", "min_resource": 1, "max_resource": 27,
-                            "reduction_factor": 3},
-                 num_trials=trials, workers=min(200, max(1, trials // 10)),
-                 boot_s=uniform_boot(60, 180), seed=0, experiment_id=f"sim-{trials}")
+    r = simulate(sweep(27, trials, min(200, max(1, trials // 10))),
+                 PowerLawCurves(trials, 27, step_s=60.0), seed=0, time_budget=None,
+                 cost_budget=NO_CAP_USD, experiment_id=f"sim-{trials}")
     exp_dir.mkdir(parents=True, exist_ok=True)
     r.store.query("VACUUM INTO ?", (str(exp_dir / STORE_NAME),))
     r.store.close()

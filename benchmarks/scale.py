@@ -1,8 +1,11 @@
-"""How the real controller scales, measured in simulation (``tuner.simulate``).
+"""How the real controller scales, measured in simulation (``tuner.sim.simulate``).
 
-Two runs, each through the same controller, scheduler, sampler, ledger and store as a real sweep:
+Two sweeps, each built as a user's (a fixed cluster of ``provider.workers`` AWS g4dn.xlarge
+VMs, a cost cap it never reaches) and run through the same controller, scheduler, sampler,
+ledger and store as a real sweep:
 1. ``--trials`` trials (ASHA 1..27, eta 3) on ``--workers`` simulated workers that boot in
-   U(60, 180) s: wall time of the whole simulation and peak memory of this process;
+   U(60, 180) s (a cloud's default ``profile.boot_s``): wall time of the whole simulation
+   (planning included) and peak memory of this process;
 2. ``--segments`` one-second segments on ``--small-workers`` workers that boot at once: the
    simulated finish time against the ideal (segments / workers seconds) and the CPU time this
    process spent per segment (controller, simulator and store together: an upper bound on the
@@ -34,13 +37,20 @@ if str(ROOT) not in sys.path:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from tuner.sim import simulate_wired, uniform_boot  # noqa: E402
+from tuner.sim import simulate  # noqa: E402
+
+# Neither sweep has a deadline, and a sweep needs a budget: a cap it never reaches.
+NO_CAP_USD = 1e9
+# A cloud's fixed cluster: up to tuner._config.MAX_WORKERS VMs (a local one is capped lower).
+PROVIDER = {"type": "aws", "instance_types": ["g4dn.xlarge"], "scaling": "static"}
 
 
 class PowerLawCurves:
     """``n`` seeded curves acc(s) = a - b * s^-c, each step taking ``step_s`` seconds."""
 
     name = "synthetic/power-law"
+    metric = "acc"
+    mode = "max"
 
     def __init__(self, n: int, max_step: int, step_s: float, seed: int = 0) -> None:
         rng = random.Random(seed)
@@ -68,15 +78,20 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def sweep(max_resource: int, trials: int, workers: int, **profile: Any) -> dict[str, Any]:
+    """ASHA 1..``max_resource`` (eta 3) over ``trials`` trials on a fixed cluster."""
+    return {"scheduler": {"type": "asha", "min_resource": 1, "max_resource": max_resource,
+                          "reduction_factor": 3},
+            "num_trials": trials, "provider": {**PROVIDER, "workers": workers},
+            "profile": profile}
+
+
 def run_large(trials: int, workers: int) -> dict[str, Any]:
     curves = PowerLawCurves(trials, 27, step_s=60.0)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    r = simulate_wired(curves, metric="acc", mode="max",
-                 scheduler={"type": "asha", "min_resource": 1, "max_resource": 27,
-                            "reduction_factor": 3},
-                 num_trials=trials, workers=workers, boot_s=uniform_boot(60, 180), seed=0,
-                 time_budget_s=None, cost_budget_usd=1e9)
+    r = simulate(sweep(27, trials, workers), curves, seed=0, time_budget=None,
+                 cost_budget=NO_CAP_USD)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     segments = len(r.store.segments())
@@ -90,11 +105,8 @@ def run_small(segments: int, workers: int) -> dict[str, Any]:
     curves = PowerLawCurves(segments, 1, step_s=1.0)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    r = simulate_wired(curves, metric="acc", mode="max",
-                 scheduler={"type": "asha", "min_resource": 1, "max_resource": 1,
-                            "reduction_factor": 3},
-                 num_trials=segments, workers=workers, boot_s=lambda rng: 0.0, seed=0,
-                 time_budget_s=None, cost_budget_usd=1e9)
+    r = simulate(sweep(1, segments, workers, boot_s=0), curves, seed=0,
+                 boot_s=lambda rng: 0.0, time_budget=None, cost_budget=NO_CAP_USD)
     cpu = time.process_time() - c0
     ran = len(r.store.segments())
     ideal = segments / workers

@@ -6,14 +6,15 @@ noise +-20 %, tasks discovered from ``--data`` and time-scaled as there), plus s
 each spot VM is taken back at ``--preemptions-per-hour`` (a Poisson process; a preempted
 segment loses its work since the last checkpoint, and the controller buys a replacement).
 Per task, seed and deadline (1.5x and 3x the makespan with one worker per trial, as measured
-there), four policies run through the real controller, re-planned online:
+there), four sweeps run through ``tuner.sim.simulate`` as a user writes them (AWS, that type,
+``profile.seconds_per_step`` the task's median step and ``profile.boot_s`` [60, 180]), each
+following the planner's plan, re-planned online, and differing only in ``provider.spot``:
 
-- ``on-demand``: every instance on-demand (the planner benchmark's policy);
-- ``spot``: every instance on spot (``provider.spot: true``), no fallback;
+- ``on-demand``: every instance on-demand (``false``, the planner benchmark's policy);
+- ``spot``: every instance on spot (``true``), no fallback;
 - ``deadline-safe``: spot until the slack before the deadline could not absorb one more
-  preemption, then on-demand (``SpotPolicy("deadline-safe")``, Can't Be Late's safety net);
-- ``exploratory``: the same, and the last rung's survivors on on-demand
-  (``SpotPolicy("exploratory")``).
+  preemption, then on-demand (``"deadline-safe"``, Can't Be Late's safety net);
+- ``exploratory``: the same, and the last rung's survivors on on-demand (``"exploratory"``).
 
 The spot policies plan with :attr:`SpotPolicy.margin` of the time left kept free. Printed per
 policy: the median cost over the on-demand run's (same case), the fraction of deadlines met (a
@@ -45,51 +46,46 @@ from rich.table import Table  # noqa: E402
 from benchmarks.planner import (  # noqa: E402
     BILLING_MINIMUM_S,
     BOOT,
-    ETA,
+    STEP_NOISE,
     Task,
     one_gpu_type,
     select_tasks,
     sha_scheduler,
-    sim_setting,
 )
-from budgets import (  # noqa: E402
-    FollowPlan,
-    InstanceType,
-    JobShape,
-    Profile,
-    Replanner,
-    SpotPolicy,
-    Static,
-)
-from tuner.sim import default_data_dir, load_curves, simulate_wired  # noqa: E402
+from budgets import InstanceType  # noqa: E402
+from tuner.sim import default_data_dir, load_curves, simulate  # noqa: E402
 
 FACTORS = (1.5, 3.0)
 POLICIES = ("on-demand", "spot", "deadline-safe", "exploratory")
+SPOT = {"on-demand": False, "spot": True, "deadline-safe": "deadline-safe",
+        "exploratory": "exploratory"}
+# The makespan run has no deadline, and a sweep needs a budget: a cap it never reaches.
+NO_CAP_USD = 1e9
 
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   rate: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
-    common = dict(sim_setting(curves, task, seed, itype), scheduler=sha_scheduler(task),
-                  num_trials=task.num_trials)
     n = task.num_trials
-    base = simulate_wired(curves, workers=n, scaling=Static(n), **common)
-    shape = JobShape(n, 1, task.max_resource, ETA)
+    provider = {"type": "aws", "region": itype.region, "instance_types": [itype.name],
+                "billing_minimum_s": BILLING_MINIMUM_S}
+    # A trial that fails is not retried (max_failures 0), as in the planner benchmark's runs:
+    # a diverged curve replays its failure at the same step every time.
+    sweep = {"scheduler": sha_scheduler(task), "num_trials": n, "provider": provider,
+             "max_failures": 0,
+             "profile": {"seconds_per_step": task.s_per_step, "boot_s": [BOOT.low, BOOT.high]}}
+    world = dict(seed=seed, step_noise=STEP_NOISE, time_scale=task.time_scale)
+    base = simulate({**sweep, "provider": {**provider, "scaling": "static", "workers": n}},
+                    curves, **world, time_budget=None, cost_budget=NO_CAP_USD)
     cases = []
     for f in FACTORS:
         deadline = f * base.wall_s
         runs: dict[str, dict[str, Any]] = {}
         for name in POLICIES:
-            policy = SpotPolicy(name) if name in ("deadline-safe", "exploratory") else None
-            margin = {"margin": policy.margin} if policy is not None else {}
-            replanner = Replanner(shape, Profile(task.s_per_step, boot=BOOT), itype, deadline,
-                                  billing_minimum_s=BILLING_MINIMUM_S, max_workers=n, **margin)
-            plan = replanner.initial()
-            r = simulate_wired(curves, workers=max(1, plan.workers_for_rung(0)),
-                         scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline,
-                         preemptions_per_hour=rate, spot=name == "spot", spot_policy=policy,
-                         **common)
+            r = simulate({**sweep, "provider": {**provider, "spot": SPOT[name]}}, curves,
+                         **world, preemptions_per_hour=rate, time_budget=deadline,
+                         cost_budget=None)
             instances = r.store.instances()
             runs[name] = {
                 "outcome": r.outcome.reason, "wall_s": r.wall_s, "spend_usd": r.spend_usd,

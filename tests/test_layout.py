@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,15 @@ def test_the_cli_starts_without_the_controller_and_every_api_name_resolves():
                for a in node.names}
     import tuner
     assert stubbed == set(tuner.__all__)
+
+
+# Benchmarks measure what a user runs: sweeps through tuner.sim.simulate, no parts wired by hand.
+SWEEP_BENCHMARKS = ("faults", "spot", "hypersched", "scale", "load")
+HAND_WIRED = re.compile(
+    r"simulate_wired|\b(?:Replanner|FollowPlan|Controller|ReleaseIdle|Static)\(")
+
+
+@pytest.mark.parametrize("name", SWEEP_BENCHMARKS)
+def test_benchmarks_simulate_sweeps_as_a_user_writes_them(name):
+    text = (ROOT / "benchmarks" / f"{name}.py").read_text()
+    assert not HAND_WIRED.findall(text), f"benchmarks/{name}.py wires the controller by hand"

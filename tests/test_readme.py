@@ -39,3 +39,18 @@ def test_the_first_python_example_runs_as_written(tmp_path):
     assert "'lr'" in params and "'batch'" in params
     assert 0.5 < float(value) <= 1.0 and 0 < float(spend) <= 1.0
     assert list((tmp_path / "experiments").iterdir()), "no experiment was written"
+
+
+def test_the_simulation_example_runs_as_written(tmp_path):
+    # The block after "Simulation: the same controller on another clock": a sweep through
+    # tuner.sim.simulate on the shipped sample curves.
+    section = README[README.index("## Simulation: the same controller"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    script = tmp_path / "simulation.py"
+    script.write_text(example)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    value, spend, wall = (float(x) for x in out.stdout.split())
+    assert 0 < value <= 1.0 and 0 < spend <= 50.0 and wall > 0

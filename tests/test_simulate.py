@@ -144,3 +144,22 @@ def test_a_drained_worker_finishes_its_segment_first():
     s = reconcile(0, [Node("d", 90.0, True, False)], now=100.0, billing_minimum_s=60.0)
     assert s.terminate == [] and s.drain == []
     assert reconcile(5, nodes, now=0.0, billing_minimum_s=60.0).launch == 2
+
+
+def test_a_simulated_sweep_starts_from_the_plan_elastune_plan_previews():
+    # Benchmarks size budgets from the preview of the sweep they simulate (simulated_sweep):
+    # it is the sweep simulate() runs, so the first plan followed is the one previewed.
+    from tuner._planning import plan_for
+    from tuner.sim import simulate, simulated_sweep
+
+    sweep = {"metric": "acc", "scheduler": SHA, "num_trials": 81,
+             "provider": {"type": "aws", "instance_types": ["g4dn.xlarge"]},
+             "profile": {"seconds_per_step": 10.0}}
+    spec = simulated_sweep(sweep, Synth(), seed=3, time_budget=2000.0, cost_budget=None)
+    assert (spec.seed, spec.num_trials, spec.time_budget_s) == (3, 81, 2000.0)
+    preview = plan_for(spec).to_json()
+    first = simulate(sweep, Synth(), seed=3, time_budget=2000.0, cost_budget=None
+                     ).store.plans()[0]
+    for key in ("predicted_cost_usd", "predicted_wall_s", "num_trials", "rungs"):
+        assert first[key] == preview[key], key
+    assert max(r["workers"] for r in first["rungs"]) > 1

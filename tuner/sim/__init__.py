@@ -6,7 +6,14 @@ benchmarks, notebooks and tests."""
 from tuner.sim._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
-from tuner.sim._simulate import SIM_SETTINGS, SimFaults, SimResult, settings_grace, simulate
+from tuner.sim._simulate import (
+    SIM_SETTINGS,
+    SimFaults,
+    SimResult,
+    settings_grace,
+    simulate,
+    simulated_sweep,
+)
 from tuner.sim._wired import simulate_wired
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "load_curves",
     "settings_grace",
     "simulate",
+    "simulated_sweep",
     "simulate_wired",
     "uniform_boot",
 ]

@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from optuna.distributions import IntDistribution
@@ -23,6 +23,9 @@ from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
+
+if TYPE_CHECKING:
+    from tuner._config import SweepConfig
 
 # Simulated time moves in jumps, so the loop may wait longer per tick than on the wall clock;
 # cloud-like reaction time for the budget watchdog (stop segments, terminate VMs).
@@ -159,24 +162,10 @@ def simulate(
     ('finished', 9, True)
     """
     from tuner._build import Parts, build_controller, shaped
-    from tuner._config import load_sweep
     from tuner._planning import plan_instance
 
-    config = dict(sweep) if isinstance(sweep, Mapping) else sweep
-    ids = list(curves.config_ids())
-    given = {**overrides}
-    if isinstance(config, dict):
-        known = {k: getattr(curves, k, None) for k in ("metric", "mode")}
-        config = {"name": getattr(curves, "name", "sim").replace("/", "-"),
-                  **{k: v for k, v in known.items() if v is not None}, **config}
-        given.setdefault("trainable", replayed)
-        given.setdefault("space", {"config": IntDistribution(0, len(ids) - 1)})
-        if seed is not None and "seed" not in config:
-            given.setdefault("seed", seed)
-    spec = load_sweep(config, **given)
+    spec = simulated_sweep(sweep, curves, seed=seed, **overrides)
     world_seed = seed if seed is not None else spec.seed or 0
-    if "sampler" not in spec.model_fields_set:
-        spec = spec.model_copy(update={"sampler": PermutationSampler(world_seed)})
     spec, plan, chosen = shaped(spec)
     priced = plan_instance(spec, plan)
     itype = SimInstanceType(priced.name, slots=priced.gpus,
@@ -198,6 +187,31 @@ def simulate(
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
     return run_to_end(controller, settings, raise_errors, provider, executor)
+
+
+def simulated_sweep(sweep: Any, curves: Any, *, seed: int | None = None,
+                    **overrides: Any) -> SweepConfig:
+    """The validated sweep :func:`simulate` runs for these arguments (its trainable and space
+    the curves', ``metric``/``mode`` defaulting to theirs, a seeded permutation sampler unless
+    the sweep names one): what ``elastune plan`` would be given, to plan it before a run."""
+    from tuner._config import load_sweep
+
+    config = dict(sweep) if isinstance(sweep, Mapping) else sweep
+    ids = list(curves.config_ids())
+    given = {**overrides}
+    if isinstance(config, dict):
+        known = {k: getattr(curves, k, None) for k in ("metric", "mode")}
+        config = {"name": getattr(curves, "name", "sim").replace("/", "-"),
+                  **{k: v for k, v in known.items() if v is not None}, **config}
+        given.setdefault("trainable", replayed)
+        given.setdefault("space", {"config": IntDistribution(0, len(ids) - 1)})
+        if seed is not None and "seed" not in config:
+            given.setdefault("seed", seed)
+    spec = load_sweep(config, **given)
+    if "sampler" not in spec.model_fields_set:
+        world_seed = seed if seed is not None else spec.seed or 0
+        spec = spec.model_copy(update={"sampler": PermutationSampler(world_seed)})
+    return spec
 
 
 def replayed(params: dict[str, Any], ctx: Any) -> None:
