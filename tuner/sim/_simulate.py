@@ -158,7 +158,7 @@ def simulate(
     >>> run = simulate({"scheduler": {"type": "asha", "min_resource": 1, "max_resource": 9},
     ...                 "num_trials": 9, "provider": {"type": "local", "workers": 3}},
     ...                curves, seed=0, time_budget=None, cost_budget=10.0)
-    >>> run.outcome.state, len(run.trials), run.budget_respected
+    >>> str(run.outcome.state), len(run.trials), run.budget_respected
     ('finished', 9, True)
     """
     from tuner._build import Parts, build_controller, shaped
