@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import SimClock
+from budgets import ScalingPolicy, SimClock
 from records import EndReason, ExperimentState
 from tuner._controller import Controller, Outcome, Settings
+from tuner._errors import ConfigError
 from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
@@ -131,6 +132,7 @@ def simulate(
     store_path: str | Path = ":memory:",
     experiment_id: str = "sim",
     raise_errors: bool = True,
+    oracle_scaling: ScalingPolicy | None = None,
     **overrides: Any,
 ) -> SimResult:
     """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
@@ -148,7 +150,10 @@ def simulate(
     one), ``faults``, capacity failures, spot preemptions, step-time noise, ``speedup`` of a
     trial on g GPUs, ``time_scale`` of the curves' seconds, ``setup_s`` every segment pays
     before its first step. ``raise_errors=False``: a sweep the controller gave up on comes
-    back failed, its store kept.
+    back failed, its store kept. ``oracle_scaling``: a scaling policy no sweep can name, in
+    place of a ``provider.scaling: static`` sweep's fixed cluster (which it starts from): a
+    benchmark's oracle, such as a cluster sized per stage in hindsight
+    (:class:`budgets.StageWorkers`).
 
     >>> from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
     >>> curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
@@ -174,6 +179,11 @@ def simulate(
         if seed is not None and "seed" not in config:
             given.setdefault("seed", seed)
     spec = load_sweep(config, **given)
+    if oracle_scaling is not None and (spec.provider.follows_plan
+                                       or spec.provider.scaling == "release-idle"):
+        raise ConfigError("provider.scaling",
+                          f"is {spec.provider.scaling or 'plan'!r}, but oracle_scaling "
+                          "replaces a fixed cluster: give provider.scaling: static")
     world_seed = seed if seed is not None else spec.seed or 0
     if "sampler" not in spec.model_fields_set:
         spec = spec.model_copy(update={"sampler": PermutationSampler(world_seed)})
@@ -197,6 +207,8 @@ def simulate(
                   checkpoint_root=Path("/nonexistent"), instance_type=itype.name)
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
+    if oracle_scaling is not None:
+        controller.scaling = oracle_scaling
     return run_to_end(controller, settings, raise_errors, provider, executor)
 
 
