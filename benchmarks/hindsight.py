@@ -5,8 +5,10 @@ that meets the deadline, found in hindsight. This asks the same of elastic clust
 case of a planner benchmark's ``--json`` output (task, seed, deadline, and what Static-min and
 the planner paid), it searches for the cheapest ``StageWorkers`` cluster (a worker count per
 stage, idle workers kept for the next stage or let go) that finishes by the deadline, every
-candidate simulated through the real controller with the case's own seed: the same step times,
-boots and noise, known in advance. Its bill over Static-min's is what the cost targets could
+candidate the planner benchmark's job as a sweep (``tuner.sim.simulate``, a fixed cluster of
+the first stage's count) whose cluster the oracle then resizes per stage (``oracle_scaling``:
+no sweep can name a cluster chosen in hindsight), with the case's own seed: the same step
+times, boots and noise, known in advance. Its bill over Static-min's is what the cost targets could
 ask of a per-stage cluster that knew the run before it began; the planner's bill over it is
 what planning online from a prior costs; its bill over the lower bound (the planner run's
 GPU-seconds at the per-GPU price, as the planner benchmark counts it) is what the lower-bound
@@ -18,8 +20,8 @@ that still meets the deadline (the stages after it at one worker per trial meanw
 idle workers kept and let go; then up to two passes change one stage at a time from the best
 found. It is not exhaustive, so a cheaper cluster may exist: the hindsight figures are upper
 bounds on the cheapest per-stage cluster's bill. A case where no candidate finishes is left
-out. Replays use the planner JSON's settings (early promotion, the same tasks, time scales and
-instance type); ``--data`` defaults to its data directory.
+out. Replays use the planner JSON's settings (early promotion, profile, the same tasks, time
+scales and instance type); ``--data`` defaults to its data directory.
 
     python benchmarks/planner.py --data DIR --json > planner.json
     python benchmarks/hindsight.py planner.json [--data DIR] [--deadlines 1.25,1.5,3,6]
@@ -58,10 +60,11 @@ from benchmarks.planner import (  # noqa: E402
     make_task,
     one_gpu_type,
     sha_scheduler,
-    sim_setting,
+    sim_world,
+    sweep_of,
 )
 from budgets import JobShape, StageWorkers  # noqa: E402
-from tuner.sim import simulate_wired  # noqa: E402
+from tuner.sim import simulate  # noqa: E402
 
 PASSES = 2   # single-stage changes tried from the best cluster of the first search
 
@@ -106,15 +109,21 @@ def search(run: Callable[[tuple[int, ...]], tuple[bool, float]],
     return best, cost
 
 
+def oracle_sweep(task: Any, workers: int, early_promotion: bool, profile_kind: str
+                 ) -> dict[str, Any]:
+    """The planner benchmark's job as a sweep on a fixed cluster of ``workers`` (a per-stage
+    cluster's first count), which the oracle's ``StageWorkers`` then resizes per stage."""
+    sched = {**sha_scheduler(task), "early_promotion": early_promotion}
+    return sweep_of(task, one_gpu_type(), profile_kind, sched, task.num_trials,
+                    scaling="static", workers=workers)
+
+
 def run_cases(data_dir: str, name: str, seed: int, cases: list[dict[str, Any]],
-              early_promotion: bool) -> list[dict[str, Any]]:
+              early_promotion: bool, profile_kind: str = "median") -> list[dict[str, Any]]:
     """The hindsight search of each case of one task and seed."""
     task = make_task(Path(data_dir), name)
     assert task is not None, name
     curves = load_curves(data_dir, name)
-    itype = one_gpu_type()
-    common = sim_setting(curves, task, seed, itype)
-    sched = {**sha_scheduler(task), "early_promotion": early_promotion}
     n = task.num_trials
     sizes = JobShape(n, 1, task.max_resource, ETA).stage_sizes()
     out = []
@@ -127,9 +136,11 @@ def run_cases(data_dir: str, name: str, seed: int, cases: list[dict[str, Any]],
                 memo: dict[tuple[int, ...], tuple[bool, float]] = memo) -> tuple[bool, float]:
             if cand not in memo:
                 keep, *counts = cand
-                r = simulate_wired(curves, **common, scheduler=sched, num_trials=n,
-                             workers=counts[0], time_budget_s=deadline,
-                             scaling=StageWorkers(counts, boot_s=BOOT.mean, keep=bool(keep)))
+                r = simulate(oracle_sweep(task, counts[0], early_promotion, profile_kind),
+                             curves, **sim_world(task, seed), time_budget=deadline,
+                             cost_budget=None,
+                             oracle_scaling=StageWorkers(counts, boot_s=BOOT.mean,
+                                                         keep=bool(keep)))
                 memo[cand] = (r.outcome.reason == "done" and r.wall_s <= deadline,
                               r.spend_usd)
             return memo[cand]
@@ -238,9 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                  f"deadlines has a Static-min and a planner run (its seeds: {have})")
     started = time.perf_counter()
     early = bool(details.get("early_promotion", False))
+    profile_kind = details.get("profile", "median")
     records: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=min(args.jobs, len(groups))) as pool:
-        futures = {pool.submit(run_cases, str(data_dir), t, s, cs, early): (t, s)
+        futures = {pool.submit(run_cases, str(data_dir), t, s, cs, early, profile_kind): (t, s)
                    for (t, s), cs in groups.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             recs = fut.result()

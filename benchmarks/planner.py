@@ -1,55 +1,61 @@
 """What the planner saves, measured by replaying learning curves through the real controller.
 
-Every run goes through ``tuner.sim.simulate`` (the real controller, scheduler, sampler,
-ledger and autoscaler on a simulated clock, provider and executor); nothing here re-implements
-control logic. Per task of ``--data`` (discovered from the files) and per seed:
+Every run is a sweep as a user writes it, run by ``tuner.sim.simulate`` (planned and built as
+``tune()`` builds it, on a simulated clock, cloud and workers); nothing here wires or
+re-implements control logic. Per task of ``--data`` (discovered from the files) and per seed:
 
 - job: synchronous SHA, eta 3, rungs 1/3/9/27 (fewer where the curves are shorter), n = 81
-  trials (the largest 3^k <= the task's configs where it has fewer); boot U(60, 180) s, step
-  noise +-20 %, one 1-GPU type at the price book's cheapest AWS on-demand price per GPU-hour,
-  billed per second with a 60 s minimum. Tasks whose full trial (median over configs) is shorter
-  than 10 mean boot latencies are slowed down by ``time_scale`` = 1200 s / that.
+  trials (the largest 3^k <= the task's configs where it has fewer); ``profile: {boot_s: [60,
+  180]}`` (the simulated boot's range), step noise +-20 %, the price book's cheapest AWS 1-GPU
+  type on demand (``provider.instance_types``), ``billing_minimum_s: 60``, ``max_failures: 0``
+  (a diverged curve fails the same way again). Tasks whose full trial (median over configs) is
+  shorter than 10 mean boot latencies are slowed down by ``time_scale`` = 1200 s / that.
 - deadlines: 1.25x, 1.5x, 3x and 6x the makespan with one worker per trial, *measured* as the
-  ``wall_s`` of a ``Static(n)`` run with the same seed (so it includes one boot latency).
-- policies: the planner (``Replanner``: an initial ``plan_remaining``/``plan_cost_min`` plan,
-  re-planned by the controller at rung boundaries and when step times drift, followed with
-  ``FollowPlan``; its re-plans' times count in ``replan_s_p95``); Static-min (the
-  smallest fixed cluster that finishes by the deadline, found in hindsight by bisection over
-  1..n); Static-max (n workers); naive elastic (``ReleaseIdle(n)``); and a lower bound (the
-  GPU-seconds of the planner run's segments at the per-GPU price).
-- accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, ``initial_accuracy_plan``
-  (``plan_accuracy_max`` as ``elastune run`` calls it for a sweep with ``num_trials`` left out:
-  SHA with its number of trials, from rung 1 with the best half of the first stage going on;
-  ``--accuracy-shape`` for the other shapes), re-planned online, against ASHA with n trials
-  on the largest fixed cluster whose price for the whole deadline fits the budget (at least
-  one worker: where not even one fits, the cost budget ends that ASHA sweep early); a win is
-  a best value at least as good. As a sweep with ``num_trials`` left out, a planner sweep
-  whose bracket ends with time and budget left starts another (``--brackets one``: not).
+  ``wall_s`` of a fixed cluster of n (``provider: {scaling: static, workers: n}``) with the
+  same seed (so it includes one boot latency).
+- policies: the planner (the sweep with the time budget, following the planner's plan,
+  re-planned by the controller at rung boundaries and when step times drift; its re-plans'
+  times count in ``replan_s_p95``); Static-min (the smallest fixed cluster that finishes by the
+  deadline, found in hindsight by bisection over 1..n); Static-max (n workers); naive elastic
+  (``scaling: release-idle, workers: n``); and a lower bound (the GPU-seconds of the planner
+  run's segments at the per-GPU price).
+- accuracy: with cost budgets 0.75x, 1x and 1.5x Static-min's cost, the sweep with
+  ``num_trials`` left out, as ``elastune run`` runs it (the planner chooses the count with
+  ``plan_accuracy_max``: SHA from rung 1 with the best half of the first stage going on;
+  ``--accuracy-shape fixed``: ``min_resource: 1``, 1/eta at every rung; re-planned online,
+  another bracket while time and budget are left), against ASHA with n trials on the largest
+  fixed cluster whose price for the whole deadline fits the budget (at least one worker: where
+  not even one fits, the cost budget ends that ASHA sweep early); a win is a best value at
+  least as good.
 - where each run's bill goes: GPU-seconds booting, busy and idle (``bill`` per run,
   ``details.bill_shares_by_deadline``).
 
 - solve times, per task, for a job of 1,000 trials (the size the targets name):
   ``plan_solve_s_p95`` over its ``plan_cost_min`` plans at the four deadline factors (of the
   planner's own fastest plan), its ``plan_accuracy_max`` plans at the three budget factors and
-  its sweeps' initial plans; ``replan_s_p95`` over every re-plan, each a whole ``Replanner``
-  call as the controller makes it, of the sweeps above and of two replayed sweeps of the
-  1,000-trial job (3x deadline, without a cost budget and with 0.75x its plan's cost; skipped
-  with ``--quick``).
+  its sweeps' first plans; ``replan_s_p95`` over every re-plan, each a whole re-planner call
+  as the controller makes it, of the sweeps above and of two replayed sweeps of the
+  1,000-trial job (3x deadline, without a cost budget and with 0.75x its plan's cost, which
+  the product refuses: no plan for that many trials fits it; skipped with ``--quick``).
 
 A policy "meets the deadline" when its sweep *finished* (outcome ``done``) by the deadline: a
 sweep cut off at the deadline ends on time but did not do the job. Static and naive runs do not
-see the deadline, so each is run once per (task, seed, cluster) without one and compared with
-every deadline afterwards; a run that finishes before a deadline is the same run with or without
-it (the controller reads the deadline only to stop).
+see the deadline, so each is run once per (task, seed, cluster) without one (under a cost cap
+far above its bill) and compared with every deadline afterwards; a run that finishes before a
+deadline is the same run with or without it (the controller reads the deadline only to stop).
 
     python benchmarks/planner.py [--data DIR] [--quick] [--max-tasks 8] [--seeds 5]
-                                 [--jobs N] [--full-fits] [--straggler 0]
-                                 [--profile median|fitted] [--early-promotion] [--json]
+                                 [--jobs N] [--full-fits] [--profile median|fitted|shaped]
+                                 [--accuracy-shape gentle|fixed] [--early-promotion] [--json]
 
 ``--max-tasks`` (default 8) keeps the full run to minutes: tasks are taken round-robin over the
 sets in sorted order. Only resumable tasks (cost additive over steps, the job the planner's
-profile models) run unless ``--full-fits`` adds those whose every fidelity is a fit from scratch.
-"""
+profile models) run unless ``--full-fits`` adds those whose every fidelity is a fit from scratch
+(which curves are replayed, not a setting of the sweep). Options no sweep can say are gone:
+``--straggler`` (the re-planner's allowance; the product's is 0, the old default),
+``--brackets one`` (a sweep whose count the planner chooses starts more brackets) and
+``--accuracy-shape raise`` (the planner raises the first rung only for ASHA or a sweep with a
+first cut of its own, neither the old shape)."""
 
 from __future__ import annotations
 
@@ -73,27 +79,16 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from budgets import (  # noqa: E402
-    BootLatency,
-    FollowPlan,
-    InstanceType,
-    Plan,
-    PriceBook,
-    Profile,
-    ReleaseIdle,
-    Replanner,
-    Static,
-    initial_accuracy_plan,
-    per_gpu_hour,
-)
+from budgets import BootLatency, InstanceType, Plan, PriceBook, Profile  # noqa: E402
 from budgets._planner import JobShape, plan_accuracy_max, plan_cost_min  # noqa: E402
+from tuner import ConfigError  # noqa: E402
 from tuner.sim import (  # noqa: E402
     SimInstanceType,
     SimResult,
     default_data_dir,
     discover,
     load_curves,
-    simulate_wired,
+    simulate,
     uniform_boot,
 )
 
@@ -107,6 +102,9 @@ BOOT = BootLatency(60.0, 180.0)
 BOOTS_PER_TRIAL = 10          # a full trial shorter than this many mean boots is slowed down
 STEP_NOISE = 0.2
 BILLING_MINIMUM_S = 60.0
+# The cost budget of the runs without a deadline (a sweep needs one budget): far above any of
+# their bills, so it never stops one.
+NO_CAP_USD = 1e6
 
 TARGETS: dict[str, tuple[str, float]] = {
     "1.25": ("<=", 0.50), "1.5": ("<=", 0.65), "3": ("<=", 0.90), "6": ("<=", 1.00),
@@ -219,13 +217,9 @@ def _natural(name: str) -> tuple:
 
 # -- the instance type ------------------------------------------------------------------------
 def one_gpu_type() -> InstanceType:
-    """A 1-GPU type at the price book's cheapest AWS on-demand price per GPU-hour."""
-    t = PriceBook().cheapest_per_gpu(provider="aws")
-    if t.gpus == 1:
-        return t
-    spot = None if t.spot_per_hour is None else t.spot_per_hour / t.gpus
-    return InstanceType(t.provider, f"{t.name}/gpu", t.gpu, 1, max(1, t.vcpus // t.gpus),
-                        t.memory_gib / t.gpus, t.region, per_gpu_hour(t), spot)
+    """The price book's cheapest AWS 1-GPU instance type on demand: a type a sweep can name."""
+    return min((t for t in PriceBook().types("aws", min_gpus=1) if t.gpus == 1),
+               key=lambda t: t.on_demand_per_hour)
 
 
 def sim_type(t: InstanceType) -> SimInstanceType:
@@ -283,11 +277,18 @@ def _better_or_equal(a: float | None, b: float | None, mode: str) -> bool:
 
 
 def sim_setting(curves: Any, task: Task, seed: int, itype: InstanceType) -> dict[str, Any]:
-    """What every simulated run of a task and seed shares (``simulate`` keyword arguments):
-    the instance type, boot latency, step noise, time scale and billing minimum."""
+    """The simulated world of a task and seed as keyword arguments of a run wired by hand
+    (``benchmarks/spot.py`` and ``faults.py`` use it; this benchmark's sweeps do not)."""
     return dict(metric=curves.metric, mode=curves.mode, instance_type=sim_type(itype),
                 boot_s=uniform_boot(BOOT.low, BOOT.high), step_noise=STEP_NOISE, seed=seed,
                 time_scale=task.time_scale, billing_minimum_s=BILLING_MINIMUM_S)
+
+
+def sim_world(task: Task, seed: int) -> dict[str, Any]:
+    """What every simulated run of a task and seed shares that is no setting of its sweep
+    (``simulate`` keyword arguments): the seed, the step noise and the time scale. (A VM's
+    boot is drawn from the sweep's ``profile.boot_s``.)"""
+    return dict(seed=seed, step_noise=STEP_NOISE, time_scale=task.time_scale)
 
 
 def sha_scheduler(task: Task) -> dict[str, Any]:
@@ -296,59 +297,94 @@ def sha_scheduler(task: Task) -> dict[str, Any]:
             "reduction_factor": ETA}
 
 
-def task_profile(task: Task, kind: str) -> Profile:
-    """The planners' profile of ``task`` (``--profile``)."""
+def accuracy_scheduler(task: Task, accuracy_shape: str) -> dict[str, Any]:
+    """The accuracy sweeps' scheduler (``--accuracy-shape``): ``gentle`` leaves
+    ``min_resource`` to the planner, which then starts at rung 1 with the best half of the
+    first stage going on; ``fixed`` sets ``min_resource: 1`` (``1/eta`` at every rung)."""
+    sched = {"type": "sha", "max_resource": task.max_resource, "reduction_factor": ETA}
+    return sched if accuracy_shape == "gentle" else {**sched, "min_resource": 1}
+
+
+def profile_section(task: Task, kind: str) -> dict[str, Any]:
+    """The sweep's ``profile`` section for ``--profile``: the planners' step times, and the
+    boot latency the simulated cloud draws from. ``fitted`` gives the first step's extra as
+    ``step_costs``, as ``elastune profile`` writes a measured one."""
+    boot = [BOOT.low, BOOT.high]
     if kind == "fitted":
-        return Profile(task.fit_s_per_step, first_segment_s=task.fit_first_s, boot=BOOT)
+        return {"seconds_per_step": float(task.fit_s_per_step), "boot_s": boot,
+                "step_costs": [1.0 + float(task.fit_first_s / task.fit_s_per_step)]}
     if kind == "shaped":
-        return Profile(task.shaped_s_per_step, step_costs=task.step_costs, boot=BOOT)
-    return Profile(task.s_per_step, boot=BOOT)
+        return {"seconds_per_step": float(task.shaped_s_per_step), "boot_s": boot,
+                "step_costs": [float(c) for c in task.step_costs]}
+    return {"seconds_per_step": float(task.s_per_step), "boot_s": boot}
 
 
-def shape_options(accuracy_shape: str) -> dict[str, Any]:
-    """``plan_accuracy_max``'s shape arguments for ``--accuracy-shape``: ``gentle`` (rung 1,
-    the best half of the first stage going on), ``raise`` (one rung up when a whole halving
-    still fits there) or ``fixed`` (rung 1, ``1/eta`` at every rung)."""
-    return {"gentle": {"first_reduction": 2}, "raise": {"raise_min_resource": True},
-            "fixed": {}}[accuracy_shape]
+def task_profile(task: Task, kind: str) -> Profile:
+    """The profile the planners see for ``--profile``: what a sweep's section says."""
+    p = profile_section(task, kind)
+    return Profile(p["seconds_per_step"], step_costs=tuple(p.get("step_costs", ())), boot=BOOT)
+
+
+def sweep_of(task: Task, itype: InstanceType, profile_kind: str, scheduler: dict[str, Any],
+             num_trials: int | None, **provider: Any) -> dict[str, Any]:
+    """A sweep of ``task`` as a user writes it (``simulate`` fills in the trainable, space,
+    metric and mode from the curves): one AWS type, billed per second after the minimum;
+    ``provider`` adds ``scaling`` and ``workers`` (default: follow the planner's plan);
+    ``num_trials`` None leaves the count to the planner."""
+    sweep: dict[str, Any] = {
+        "scheduler": scheduler, "profile": profile_section(task, profile_kind),
+        "provider": {"type": "aws", "region": itype.region, "instance_types": [itype.name],
+                     "billing_minimum_s": BILLING_MINIMUM_S, **provider},
+        # A diverged curve fails at the same step however often it is retried.
+        "max_failures": 0}
+    if num_trials is not None:
+        sweep["num_trials"] = num_trials
+    return sweep
+
+
+def _plan_record(plan: dict[str, Any]) -> dict[str, Any]:
+    """What a stored plan (``store.plans()``) tells of the plan a sweep started from."""
+    return {"plan_feasible": plan["feasible"],
+            "plan_workers": [r["workers"] for r in plan["rungs"]],
+            "predicted_cost_usd": plan["predicted_cost_usd"],
+            "predicted_wall_s": plan["predicted_wall_s"], "solve_s": plan["inputs"]["solve_s"]}
 
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
-                  straggler: float = 0.0, profile_kind: str = "median",
-                  accuracy_shape: str = "gentle", brackets: str = "more",
+                  profile_kind: str = "median", accuracy_shape: str = "gentle",
                   early_promotion: bool = False) -> dict[str, Any]:
-    """All cases (one per deadline factor) of one task and seed; ``brackets``: ``more`` runs
-    the accuracy sweeps as a sweep with ``num_trials`` left out does (another bracket while
-    time and budget are left), ``one`` stops them after their first bracket;
-    ``early_promotion``: the job's synchronous halving promotes early (every run of the given
-    job: planner and baselines; not the accuracy sweeps, whose re-planner may cut a stage)."""
+    """All cases (one per deadline factor) of one task and seed; ``early_promotion``: the
+    job's synchronous halving promotes early (every run of the given job: planner and
+    baselines; not the accuracy sweeps, whose re-planner may cut a stage)."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
     price = itype.on_demand_per_hour / itype.gpus
-    sched_sha = sha_scheduler(task)
-    sched_asha = {**sched_sha, "type": "asha"}
-    sched_job = {**sched_sha, "early_promotion": early_promotion}
-    common = sim_setting(curves, task, seed, itype)
+    sched_asha = {**sha_scheduler(task), "type": "asha"}
+    sched_job = {**sha_scheduler(task), "early_promotion": early_promotion}
+    world = sim_world(task, seed)
     n = task.num_trials
-    shape = JobShape(num_trials=n, min_resource=1, max_resource=task.max_resource,
-                     reduction_factor=ETA)
     solve_s: list[float] = []     # the plans made before a sweep starts
     replan_s: list[float] = []    # the re-plans of the sweeps under way (whole calls)
     sims = 0
 
-    def sim(**kw: Any) -> tuple[SimResult | None, str | None]:
+    def sim(sweep: dict[str, Any], time_budget: float | None, cost_budget: float | None
+            ) -> tuple[SimResult | None, str | None]:
         nonlocal sims
         sims += 1
         try:
-            return simulate_wired(curves, **{**common, **kw}), None
+            return simulate(sweep, curves, **world, time_budget=time_budget,
+                            cost_budget=cost_budget), None
         except RuntimeError as exc:  # e.g. a budget below one worker's billing minimum
             return None, f"{type(exc).__name__}: {exc}"
+
+    def job(**provider: Any) -> dict[str, Any]:
+        return sweep_of(task, itype, profile_kind, sched_job, n, **provider)
 
     static: dict[int, dict[str, Any]] = {}
 
     def static_run(w: int) -> dict[str, Any]:
         if w not in static:
-            r, err = sim(scheduler=sched_job, num_trials=n, workers=w, scaling=Static(w))
+            r, err = sim(job(scaling="static", workers=w), None, NO_CAP_USD)
             static[w] = _run_summary(r, err)
         return static[w]
 
@@ -366,33 +402,23 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 lo = mid + 1
         return lo
 
-    def profile() -> Profile:
-        return task_profile(task, profile_kind)
-
     base = static_run(n)
-    naive_r, naive_err = sim(scheduler=sched_job, num_trials=n, workers=n,
-                             scaling=ReleaseIdle(n))
+    naive_r, naive_err = sim(job(scaling="release-idle", workers=n), None, NO_CAP_USD)
     naive = _run_summary(naive_r, naive_err)
     cases = []
     for f in FACTORS:
         deadline = f * base["wall_s"]
-        # (1) the planner: an initial plan, re-planned at rung boundaries and on drift
-        t = time.perf_counter()
-        replanner = Replanner(shape, profile(), itype, deadline, straggler=straggler,
-                              billing_minimum_s=BILLING_MINIMUM_S, max_workers=n)
-        plan = replanner.initial()
-        solve_s.append(time.perf_counter() - t)
-        first = max(1, plan.workers_for_rung(0))
-        pr, perr = sim(scheduler=sched_job, num_trials=n, workers=first,
-                       scaling=FollowPlan(plan), replanner=replanner, time_budget_s=deadline)
+        # (1) the planner: the sweep follows its plan, re-planned at rung boundaries and on
+        # drift (its first plan's solve time is the plan made before it starts)
+        pr, perr = sim(job(), deadline, None)
         prun = _run_summary(pr, perr)
-        replans = pr.store.plans()[1:] if pr is not None else []
+        plans = pr.store.plans() if pr is not None else []
+        replans = plans[1:]
         replan_s.extend(p["inputs"]["solve_s"] for p in replans)
+        if plans:
+            solve_s.append(plans[0]["inputs"]["solve_s"])
         gpu_s = _gpu_seconds(pr) if pr is not None else None
-        prun.update(met=_met(prun, deadline), plan_feasible=plan.feasible,
-                    plan_workers=[r.workers for r in plan.rungs],
-                    predicted_cost_usd=plan.predicted_cost_usd,
-                    predicted_wall_s=plan.predicted_wall_s, solve_s=solve_s[-1],
+        prun.update(met=_met(prun, deadline), **(_plan_record(plans[0]) if plans else {}),
                     replans=len(replans),
                     gpu_s=gpu_s,
                     lower_bound_usd=None if gpu_s is None else gpu_s * price / 3600.0)
@@ -421,47 +447,35 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         if smin is not None:
             for bf in BUDGET_FACTORS:
                 budget = bf * smin["spend_usd"]
-                t = time.perf_counter()
-                # As `elastune run` plans a sweep with num_trials left out (the count at the
-                # deadline; late on the profile alone, at a fraction of its step times).
-                aplan = initial_accuracy_plan(
-                    1, task.max_resource, ETA, profile(), itype, deadline, budget,
-                    max_trials=task.configs, straggler=straggler,
-                    billing_minimum_s=BILLING_MINIMUM_S, **shape_options(accuracy_shape))
-                solve_s.append(time.perf_counter() - t)
-                k = aplan.num_trials
-                trials = min(k, task.configs)
-                scale = aplan.inputs.get("step_scale")
-                if (aplan.feasible or scale is not None) and trials >= 1 and aplan.rungs:
-                    first_r = aplan.rungs[0].resource
-                    cut = aplan.inputs.get("first_reduction")
-                    sched = {**sched_sha, "min_resource": first_r,
-                             "max_resource": aplan.rungs[-1].resource, "first_reduction": cut}
-                    # As a sweep with ``num_trials: None`` runs: the plan, re-planned online
-                    # (fewer trials when what is observed no longer fits the budget).
-                    areplanner = Replanner(
-                        JobShape(trials, first_r, aplan.rungs[-1].resource, ETA, cut),
-                        profile() if scale is None else profile().scaled(scale), itype,
-                        deadline, cost_budget_usd=budget, straggler=straggler,
-                        billing_minimum_s=BILLING_MINIMUM_S, max_trials=task.configs)
-                    ar, aerr = sim(scheduler=sched, num_trials=trials,
-                                   workers=max(1, aplan.workers_for_rung(0)),
-                                   scaling=FollowPlan(aplan), replanner=areplanner,
-                                   time_budget_s=deadline, cost_budget_usd=budget,
-                                   more_brackets=brackets == "more")
-                    arun = _run_summary(ar, aerr)
-                    arun["brackets"] = 0 if ar is None else 1 + sum(
-                        e["kind"] == "bracket" for e in ar.store.journal())
-                    if ar is not None:
-                        replan_s.extend(p["inputs"]["solve_s"] for p in ar.store.plans()[1:])
-                else:
-                    arun = _run_summary(None, f"plan infeasible: {aplan.reason}")
-                    arun["brackets"] = 0
-                arun.update(num_trials=k, run_trials=trials, plan_feasible=aplan.feasible,
-                            step_scale=scale,
-                            min_resource=aplan.rungs[0].resource if aplan.rungs else None,
-                            plan_workers=[r.workers for r in aplan.rungs],
-                            solve_s=solve_s[-1],
+                # As `elastune run` runs a sweep with num_trials left out: the planner chooses
+                # the count (and first cut), re-planned online, more brackets while time and
+                # budget are left.
+                sweep = sweep_of(task, itype, profile_kind,
+                                 accuracy_scheduler(task, accuracy_shape), None)
+                try:
+                    ar, aerr = sim(sweep, deadline, budget)
+                except ConfigError as exc:
+                    if exc.field != "budget":
+                        raise
+                    ar, aerr = None, f"plan infeasible: {exc.message}"
+                arun = _run_summary(ar, aerr)
+                aplans = ar.store.plans() if ar is not None else []
+                first = aplans[0] if aplans else None
+                arun["brackets"] = 0 if ar is None else 1 + sum(
+                    e["kind"] == "bracket" for e in ar.store.journal())
+                if ar is not None:
+                    replan_s.extend(p["inputs"]["solve_s"] for p in aplans[1:])
+                if first is not None:
+                    solve_s.append(first["inputs"]["solve_s"])
+                k = first["num_trials"] if first is not None else None
+                arun.update(num_trials=k, run_trials=k,
+                            plan_feasible=first["feasible"] if first is not None else False,
+                            step_scale=first["inputs"].get("step_scale") if first else None,
+                            min_resource=first["rungs"][0]["resource"]
+                            if first and first["rungs"] else None,
+                            plan_workers=[r["workers"] for r in first["rungs"]] if first
+                            else [],
+                            solve_s=first["inputs"]["solve_s"] if first else None,
                             overrun=arun["spend_usd"] is not None
                             and arun["spend_usd"] > budget + 1e-9)
                 # The largest cluster the budget pays until the deadline; at least one worker
@@ -469,8 +483,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 # that cannot start would hand the planner a free win.
                 affordable = min(n, int(budget * 3600.0 / (price * deadline) + 1e-9))
                 w = max(1, affordable)
-                xr, xerr = sim(scheduler=sched_asha, num_trials=n, workers=w,
-                               time_budget_s=deadline, cost_budget_usd=budget)
+                xr, xerr = sim(sweep_of(task, itype, profile_kind, sched_asha, n,
+                                        scaling="static", workers=w), deadline, budget)
                 xrun = _run_summary(xr, xerr)
                 xrun.update(workers=w, affordable_workers=affordable)
                 accuracy.append({
@@ -490,22 +504,22 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
             "static_runs": {str(w): v for w, v in sorted(static.items())}}
 
 
-def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: float = 0.0,
-                 profile_kind: str = "median", accuracy_shape: str = "gentle",
-                 sweeps: bool = True) -> dict[str, Any]:
+def run_thousand(data_dir: str, task: Task, itype: InstanceType, profile_kind: str = "median",
+                 accuracy_shape: str = "gentle", sweeps: bool = True) -> dict[str, Any]:
     """Solve times for a job of ``THOUSAND`` trials on ``task``'s profile (the size the
     targets name; the benchmark's own jobs have 81): ``plan_cost_min`` at each deadline factor
     of the planner's own fastest plan, and ``plan_accuracy_max`` (up to ``THOUSAND`` trials)
     at each budget factor of the cheapest on-time plan's predicted cost at 3x; with
-    ``sweeps``, two sweeps of the job replayed at the 3x deadline (seed 0), without a cost
-    budget and with 0.75x that cost, whose re-plans are timed as the controller makes them
-    (each a whole :class:`budgets.Replanner` call). The task's configurations repeat after
-    its count (the sampler cycles through them): these sweeps time the planner, they are not
-    scored."""
+    ``sweeps``, two sweeps of the job (``num_trials: 1000``) replayed at the 3x deadline (seed
+    0), without a cost budget and with 0.75x that cost, whose first plans and re-plans are
+    timed as the controller makes them (each a whole :class:`budgets.Replanner` call). A
+    sweep the product refuses (no plan fits its budgets) is recorded with its error. The
+    task's configurations repeat after its count (the sampler cycles through them): these
+    sweeps time the planner, they are not scored."""
     t0 = time.perf_counter()
     prof = task_profile(task, profile_kind)
     shape = JobShape(THOUSAND, 1, task.max_resource, ETA)
-    kw: dict[str, Any] = dict(billing_minimum_s=BILLING_MINIMUM_S, straggler=straggler)
+    kw: dict[str, Any] = dict(billing_minimum_s=BILLING_MINIMUM_S)
     fastest = plan_cost_min(shape, prof, itype, 1e-9, **kw).predicted_wall_s
     plan_s: list[float] = []
     plans: dict[str, Plan] = {}
@@ -514,30 +528,27 @@ def run_thousand(data_dir: str, task: Task, itype: InstanceType, straggler: floa
         plans[factor_key(f)] = plan_cost_min(shape, prof, itype, f * fastest, **kw)
         plan_s.append(time.perf_counter() - t)
     deadline, cost = 3.0 * fastest, plans["3"].predicted_cost_usd
+    first_cut = {"first_reduction": 2} if accuracy_shape == "gentle" else {}
     for bf in BUDGET_FACTORS:
         t = time.perf_counter()
         plan_accuracy_max(1, task.max_resource, ETA, prof, itype, deadline, bf * cost,
-                          max_trials=THOUSAND, **shape_options(accuracy_shape), **kw)
+                          max_trials=THOUSAND, **first_cut, **kw)
         plan_s.append(time.perf_counter() - t)
     replan_s: list[float] = []
     runs = []
     if sweeps:
         curves = load_curves(data_dir, task.name)
+        sweep = sweep_of(task, itype, profile_kind, sha_scheduler(task), THOUSAND)
         for budget in (None, 0.75 * cost):
-            replanner = Replanner(shape, prof, itype, deadline, cost_budget_usd=budget,
-                                  max_workers=THOUSAND, **kw)
-            plan = replanner.initial()
-            plan_s.append(plan.inputs["solve_s"])
             try:
-                r = simulate_wired(curves, **sim_setting(curves, task, 0, itype),
-                             scheduler=sha_scheduler(task), num_trials=THOUSAND,
-                             workers=max(1, plan.workers_for_rung(0)),
-                             scaling=FollowPlan(plan), replanner=replanner,
-                             time_budget_s=deadline, cost_budget_usd=budget)
-            except RuntimeError as exc:
+                r = simulate(sweep, curves, **sim_world(task, 0), time_budget=deadline,
+                             cost_budget=budget)
+            except (RuntimeError, ConfigError) as exc:
                 runs.append({"cost_budget_usd": budget, "error": f"{exc}"})
                 continue
-            times = [p["inputs"]["solve_s"] for p in r.store.plans()[1:]]
+            first, *later = r.store.plans()
+            plan_s.append(first["inputs"]["solve_s"])
+            times = [p["inputs"]["solve_s"] for p in later]
             replan_s += times
             runs.append({"cost_budget_usd": budget, "reason": r.outcome.reason,
                          "trials_started": len(r.trials), "replans": len(times),
@@ -660,9 +671,10 @@ def tasks_table(tasks: list[Task]) -> Table:
 
 def deadline_table(cases: list[dict[str, Any]]) -> Table:
     t = Table(title="Planner cost vs baselines, by deadline (medians over feasible cases)",
-              caption="plan = planner (Replanner + FollowPlan); smin / smax = Static-min / "
-                      "Static-max; naive = ReleaseIdle(n); LB = the planner run's GPU-seconds "
-                      "at the per-GPU price (LB/smin: what a plan costing LB would score); "
+              caption="plan = planner (scaling: plan); smin / smax = Static-min / "
+                      "Static-max; naive = scaling: release-idle, n workers; LB = the planner "
+                      "run's GPU-seconds at the per-GPU price (LB/smin: what a plan costing LB "
+                      "would score); "
                       "(met): only cases where the planner's sweep finished by the deadline (a "
                       "sweep cut off at it is cheaper)")
     cols = ("deadline", "cases", "infeasible", "plan/smin", "target", "max plan/smin",
@@ -747,33 +759,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="worker processes (default: min(4, CPUs))")
     ap.add_argument("--full-fits", action="store_true",
                     help="also run tasks whose fidelities are fits from scratch")
-    ap.add_argument("--straggler", type=float, default=0.0,
-                    help="passed to the planners: how much slower than the profile the slowest "
-                         "trial of a wave is assumed to be (default 0, the planners' default)")
     ap.add_argument("--profile", choices=("median", "fitted", "shaped"), default="median",
-                    help="the planners' profile: 'median' seconds per step (default); "
-                         "'fitted': mean seconds per later step plus the first step's extra "
-                         "as the cost of a trial's first segment (first_segment_s); 'shaped': "
+                    help="the sweeps' profile section: 'median' seconds per step (default); "
+                         "'fitted': mean seconds per later step, and the first step's extra "
+                         "as its step_costs entry (as `elastune profile` writes it); 'shaped': "
                          "the mean cost of each step relative to a last-stage step "
                          "(step_costs), as a profile from an earlier run would know it")
-    ap.add_argument("--accuracy-shape", choices=("gentle", "raise", "fixed"),
-                    default="gentle",
-                    help="the accuracy planner's shape: 'gentle' starts at min_resource 1 and "
-                         "lets the best half of the first stage go on (default), 'raise' "
-                         "starts one rung up when a whole halving still fits there, 'fixed' "
-                         "keeps min_resource 1 and 1/eta at every rung")
-    ap.add_argument("--brackets", choices=("more", "one"), default="more",
-                    help="the accuracy sweeps: 'more' starts another bracket while time and "
-                         "budget are left, as a sweep with num_trials left out does (default); "
-                         "'one' stops after the first")
+    ap.add_argument("--accuracy-shape", choices=("gentle", "fixed"), default="gentle",
+                    help="the accuracy sweeps' scheduler: 'gentle' leaves min_resource to the "
+                         "planner, which starts at 1 and lets the best half of the first "
+                         "stage go on (default); 'fixed' sets min_resource: 1, 1/eta at "
+                         "every rung")
     ap.add_argument("--early-promotion", action="store_true",
                     help="the given job's synchronous halving promotes a trial before its "
-                         "stage is decided once it is certain to go on (planner and "
-                         "baselines alike)")
+                         "stage is decided once it is certain to go on (scheduler."
+                         "early_promotion; planner and baselines alike)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
-    if not (math.isfinite(args.straggler) and args.straggler >= 0):
-        ap.error(f"--straggler is {args.straggler}, but must be a finite number >= 0")
     for name in ("max_tasks", "seeds", "jobs"):
         v = getattr(args, name)
         if v is not None and v < 1:
@@ -805,10 +807,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def submit(run: Callable[..., Any], t: Task, s: int | None) -> Any:
         if s is None:
-            return run(run_thousand, str(data_dir), t, itype, args.straggler, args.profile,
+            return run(run_thousand, str(data_dir), t, itype, args.profile,
                        args.accuracy_shape, not args.quick)
-        return run(run_task_seed, str(data_dir), t, s, itype, args.straggler, args.profile,
-                   args.accuracy_shape, args.brackets, args.early_promotion)
+        return run(run_task_seed, str(data_dir), t, s, itype, args.profile,
+                   args.accuracy_shape, args.early_promotion)
 
     def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
         what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"
@@ -839,9 +841,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         details = {
-            "data_dir": str(data_dir), "seeds": seeds, "straggler": args.straggler,
+            # (straggler and brackets: the product's, no longer options)
+            "data_dir": str(data_dir), "seeds": seeds, "straggler": 0.0,
             "profile": args.profile, "accuracy_shape": args.accuracy_shape,
-            "brackets": args.brackets, "early_promotion": args.early_promotion,
+            "brackets": "more", "early_promotion": args.early_promotion,
             "deadline_factors": list(FACTORS),
             "budget_factors": list(BUDGET_FACTORS),
             "instance_type": asdict(itype), "tasks": [asdict(t) for t in tasks],

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import hindsight, planner  # noqa: E402
-from tuner.sim import simulate_wired  # noqa: E402
+from tuner import ConfigError  # noqa: E402
+from tuner.sim import SimInstanceType, discover, simulate, simulate_wired, uniform_boot  # noqa: E402
 
 
 def test_wave_counts_give_each_number_of_waves_once():
@@ -68,12 +69,11 @@ def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
     # The cluster reported finishes by the deadline at that bill when run again.
     task = planner.make_task(SAMPLE_DIR, case["task"])
     curves = planner.load_curves(str(SAMPLE_DIR), case["task"])
-    common = planner.sim_setting(curves, task, case["seed"], planner.one_gpu_type())
-    r = simulate_wired(curves, **common, scheduler=planner.sha_scheduler(task),
-                 num_trials=task.num_trials, workers=found["workers"][0],
-                 time_budget_s=case["deadline_s"],
-                 scaling=StageWorkers(found["workers"], boot_s=planner.BOOT.mean,
-                                      keep=found["keep"]))
+    r = simulate(hindsight.oracle_sweep(task, found["workers"][0], False, "median"), curves,
+                 **planner.sim_world(task, case["seed"]), time_budget=case["deadline_s"],
+                 cost_budget=None,
+                 oracle_scaling=StageWorkers(found["workers"], boot_s=planner.BOOT.mean,
+                                             keep=found["keep"]))
     assert r.outcome.reason == "done" and r.wall_s <= case["deadline_s"]
     assert r.spend_usd == pytest.approx(found["spend_usd"])
     assert len(found["workers"]) == len(planner.JobShape(
@@ -87,3 +87,51 @@ def test_hindsight_benchmark_refuses_what_is_not_a_planner_benchmarks_output(tmp
                           cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "planner_json" in proc.stderr and "not a planner benchmark" in proc.stderr
+
+
+def _sample_task():
+    name = next(n for n in discover(SAMPLE_DIR) if planner.make_task(SAMPLE_DIR, n))
+    return planner.make_task(SAMPLE_DIR, name), planner.load_curves(str(SAMPLE_DIR), name)
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_an_oracle_cluster_run_as_a_sweep_is_the_hand_wired_run(keep):
+    # The oracle's per-stage cluster on the sweep the product builds (a fixed cluster of the
+    # first count, resized per stage) is the same run as the controller wired by hand with it.
+    task, curves = _sample_task()
+    sizes = planner.JobShape(task.num_trials, 1, task.max_resource, planner.ETA).stage_sizes()
+    counts = [max(1, m // 2) for m in sizes]
+    deadline = 40 * task.full_trial_s * task.time_scale
+    itype = planner.one_gpu_type()
+    wired = simulate_wired(
+        curves, metric=curves.metric, mode=curves.mode, scheduler=planner.sha_scheduler(task),
+        num_trials=task.num_trials, workers=counts[0], time_budget_s=deadline,
+        instance_type=SimInstanceType(itype.name, slots=1,
+                                      on_demand_per_hour=itype.on_demand_per_hour,
+                                      spot_per_hour=itype.spot_per_hour),
+        boot_s=uniform_boot(planner.BOOT.low, planner.BOOT.high), step_noise=planner.STEP_NOISE,
+        seed=1, time_scale=task.time_scale, billing_minimum_s=planner.BILLING_MINIMUM_S,
+        scaling=StageWorkers(counts, boot_s=planner.BOOT.mean, keep=keep))
+    swept = simulate(hindsight.oracle_sweep(task, counts[0], False, "median"), curves,
+                     **planner.sim_world(task, 1), time_budget=deadline, cost_budget=None,
+                     oracle_scaling=StageWorkers(counts, boot_s=planner.BOOT.mean, keep=keep))
+    assert swept.outcome.reason == wired.outcome.reason == "done"
+    assert swept.wall_s == wired.wall_s and swept.spend_usd == wired.spend_usd
+    assert swept.best_value == wired.best_value
+    assert len(swept.store.instances()) == len(wired.store.instances())
+    assert swept.trials[["trial_id", "state", "last_step"]].equals(
+        wired.trials[["trial_id", "state", "last_step"]])
+    # ... and the oracle did resize it: the fixed cluster it starts from costs more.
+    fixed = simulate(hindsight.oracle_sweep(task, counts[0], False, "median"), curves,
+                     **planner.sim_world(task, 1), time_budget=deadline, cost_budget=None)
+    assert fixed.spend_usd > swept.spend_usd
+
+
+def test_an_oracle_cluster_replaces_only_a_fixed_one():
+    task, curves = _sample_task()
+    sweep = planner.sweep_of(task, planner.one_gpu_type(), "median",
+                             planner.sha_scheduler(task), task.num_trials)   # follows a plan
+    with pytest.raises(ConfigError) as err:
+        simulate(sweep, curves, seed=0, time_budget=1e6, cost_budget=None,
+                 oracle_scaling=StageWorkers([2], boot_s=60.0))
+    assert err.value.field == "provider.scaling" and "static" in err.value.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -169,3 +170,61 @@ def test_planner_benchmark_runs_with_the_shaped_profile():
     assert doc["details"]["profile"] == "shaped" and doc["summary"]["cases"] == 4
     for case in doc["details"]["cases"]:
         assert case["planner"]["spend_usd"] > 0
+
+
+def test_the_planner_benchmarks_run_sweeps_as_users_write_them():
+    # Every sweep goes through tuner.sim.simulate, built as tune() builds it: no controller
+    # part is wired by hand.
+    wired = re.compile(r"Replanner\(|FollowPlan\(|Controller\(|ReleaseIdle\(|Static\("
+                       r"|simulate_wired")
+    for name in ("planner.py", "hindsight.py"):
+        text = (ROOT / "benchmarks" / name).read_text()
+        assert not wired.findall(text), name
+
+
+@pytest.mark.parametrize("shape", ["gentle", "fixed"])
+def test_the_accuracy_sweeps_count_and_shape_are_the_planners_by_hand(shape):
+    # The accuracy sweep leaves num_trials out; the product's planning then chooses the count,
+    # first rung and first cut that initial_accuracy_plan gives for the benchmark's job.
+    from optuna.distributions import IntDistribution
+
+    from budgets import initial_accuracy_plan
+    from tuner import load_sweep
+    from tuner._build import shaped
+    from tuner.sim import discover, load_curves
+    from tuner.sim._simulate import replayed
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import planner
+
+    name = next(n for n in discover(SAMPLE_DIR) if planner.make_task(SAMPLE_DIR, n))
+    task = planner.make_task(SAMPLE_DIR, name)
+    curves = load_curves(SAMPLE_DIR, name)
+    itype = planner.one_gpu_type()
+    sweep = planner.sweep_of(task, itype, "median",
+                             planner.accuracy_scheduler(task, shape), None)
+    full = task.full_trial_s * task.time_scale
+    chosen = 0
+    for deadline in (1.5 * full, 4 * full, 12 * full):
+        for budget in (0.5, 2.0, 8.0):
+            spec = load_sweep({**sweep, "metric": curves.metric, "mode": curves.mode,
+                               "trainable": replayed,
+                               "space": {"config": IntDistribution(0, len(curves) - 1)}},
+                              time_budget=deadline, cost_budget=budget)
+            spec, plan, was_chosen = shaped(spec)
+            hand = initial_accuracy_plan(
+                1, task.max_resource, planner.ETA, planner.task_profile(task, "median"), itype,
+                deadline, budget, max_trials=task.configs,
+                billing_minimum_s=planner.BILLING_MINIMUM_S,
+                **({"first_reduction": 2} if shape == "gentle" else {}))
+            assert plan.num_trials == hand.num_trials, (deadline, budget)
+            assert plan.feasible == hand.feasible
+            assert plan.inputs.get("step_scale") == hand.inputs.get("step_scale")
+            if was_chosen:
+                chosen += 1
+                assert spec.num_trials == hand.num_trials
+                assert spec.scheduler.min_resource == hand.rungs[0].resource == 1
+                assert spec.scheduler.first_reduction == hand.inputs.get("first_reduction") \
+                    == (2 if shape == "gentle" else None)
+                assert spec.scheduler.max_resource == hand.rungs[-1].resource
+    assert chosen >= 3

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from optuna.distributions import IntDistribution
 
-from budgets import SimClock
+from budgets import ScalingPolicy, SimClock
 from records import EndReason, ExperimentState
 from tuner._controller import Controller, Outcome, Settings
+from tuner._errors import ConfigError
 from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
@@ -134,6 +135,7 @@ def simulate(
     store_path: str | Path = ":memory:",
     experiment_id: str = "sim",
     raise_errors: bool = True,
+    oracle_scaling: ScalingPolicy | None = None,
     **overrides: Any,
 ) -> SimResult:
     """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
@@ -151,7 +153,10 @@ def simulate(
     one), ``faults``, capacity failures, spot preemptions, step-time noise, ``speedup`` of a
     trial on g GPUs, ``time_scale`` of the curves' seconds, ``setup_s`` every segment pays
     before its first step. ``raise_errors=False``: a sweep the controller gave up on comes
-    back failed, its store kept.
+    back failed, its store kept. ``oracle_scaling``: a scaling policy no sweep can name, in
+    place of a ``provider.scaling: static`` sweep's fixed cluster (which it starts from): a
+    benchmark's oracle, such as a cluster sized per stage in hindsight
+    (:class:`budgets.StageWorkers`).
 
     >>> from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
     >>> curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
@@ -165,6 +170,11 @@ def simulate(
     from tuner._planning import plan_instance
 
     spec = simulated_sweep(sweep, curves, seed=seed, **overrides)
+    if oracle_scaling is not None and (spec.provider.follows_plan
+                                       or spec.provider.scaling == "release-idle"):
+        raise ConfigError("provider.scaling",
+                          f"is {spec.provider.scaling or 'plan'!r}, but oracle_scaling "
+                          "replaces a fixed cluster: give provider.scaling: static")
     world_seed = seed if seed is not None else spec.seed or 0
     spec, plan, chosen = shaped(spec)
     priced = plan_instance(spec, plan)
@@ -186,6 +196,8 @@ def simulate(
                   checkpoint_root=Path("/nonexistent"), instance_type=itype.name)
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
+    if oracle_scaling is not None:
+        controller.scaling = oracle_scaling
     return run_to_end(controller, settings, raise_errors, provider, executor)
 
 
