@@ -78,7 +78,8 @@ def assert_nothing_lost(exp: Path, log: Path) -> Store:
 
 
 def _no_instance_left(store: Store) -> None:
-    assert all(i["state"] == "terminated" for i in store.instances())
+    left = [i for i in store.instances() if i["state"] != "terminated"]
+    assert not left, left
 
 
 def _children(name: str) -> set[int]:

@@ -592,8 +592,11 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
         counted_until = float(last[0]["ts"]) if last else now
         before = {r["instance_id"]: float(r["cost_usd"] or 0.0)
                   for r in self.store.instances()}
+        ended: dict[str, float | None] = {}
         for inst in self.provider.list(self.spec.experiment_id):
             iid = inst.instance_id
+            if inst.state == InstanceState.TERMINATED:
+                ended[iid] = inst.terminated_at
             if inst.state == InstanceState.TERMINATED or iid in self.instances:
                 continue
             self.instances[iid] = inst
@@ -603,6 +606,13 @@ class Controller(PlanningMixin, DeadlinePolicyMixin):
             self._cost_before[iid] = before.get(iid, 0.0)
             self.store.upsert_instance(inst, self._instance_cost(iid, now))
             log.info("adopted %s from the earlier run", iid)
+        for r in self.store.instances():
+            if r["state"] != InstanceState.TERMINATED and r["instance_id"] not in self.instances:
+                # Gone while no controller watched it (a local worker follows its parent; a
+                # VM was preempted or deleted): it billed up to the last spend record at most.
+                gone = ended.get(r["instance_id"])
+                self.store.close_instance(r["instance_id"], gone if gone is not None else
+                                          max(float(r["launched_at"]), counted_until))
 
     def _restored_state(self, trial: _Trial) -> TrialState:
         return _TRIAL_STATE[self.scheduler.status(trial.trial_id)]

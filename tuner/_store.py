@@ -183,6 +183,15 @@ class Store:
                  str(instance.state), instance.launched_at, instance.terminated_at, cost_usd,
                  getattr(instance, "zone", ""), int(getattr(instance, "preempted", False))))
 
+    def close_instance(self, instance_id: str, terminated_at: float) -> None:
+        """Mark an instance terminated at ``terminated_at`` (its cost as last recorded): one
+        that an earlier run left and that is gone when a later run takes over."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE instances SET state = 'terminated', terminated_at = ? "
+                "WHERE instance_id = ? AND state != 'terminated'",
+                (max(terminated_at, 0.0), instance_id))
+
     def record_spend(self, t: float, spent: float, committed: float, workers: int) -> None:
         with self._tx():
             self._db.execute("INSERT INTO spend VALUES (?,?,?,?)", (t, spent, committed, workers))
