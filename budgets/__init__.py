@@ -38,7 +38,7 @@ from budgets._profile import (
     fit_segment_times,
 )
 from budgets._realloc import Reallocation
-from budgets._replan import DEFAULT_MARGIN, FIRST_STAGE_BOOT_QUANTILE, Replanner
+from budgets._replan import DEFAULT_MARGIN, FIRST_STAGE_BOOT_QUANTILE, Replanner, Replanning
 from budgets._scaling import (
     FollowPlan,
     ReleaseIdle,
@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_MARGIN",
     "FIRST_STAGE_BOOT_QUANTILE",
     "Replanner",
+    "Replanning",
     "ReplanView",
     "RungPlan",
     "ScaleView",

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from budgets._job import JobShape
 from budgets._pace import stage_paces
@@ -47,6 +47,26 @@ CUT_MARGIN_SHARE = 0.5
 # The share of the time left a later stage's plan at the middle rate keeps free (see
 # _first_steps_hedge).
 LATER_HEDGE_MARGIN = 0.4
+
+
+class Replanning(Protocol):
+    """What the controller asks of a re-planner (:class:`Replanner` is the one elastune has):
+    a plan for the rest of the sweep from a view of it, and the few facts it keeps."""
+
+    cost_budget_usd: float | None
+    profile: Profile
+
+    def __call__(self, view: ReplanView) -> Plan | None: ...
+
+    def restrict(self, num_trials: int) -> None: ...
+
+    def next_bracket(self, view: ReplanView, trials_so_far: int) -> Plan | None: ...
+
+    def begin_bracket(self, num_trials: int) -> None: ...
+
+    def calibration(self) -> dict[str, Any]: ...
+
+    def recalibrate(self, calibration: Mapping[str, Any]) -> bool: ...
 
 
 class Replanner:

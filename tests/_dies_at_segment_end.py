@@ -10,7 +10,7 @@ import signal
 import sys
 
 from tuner import cli
-from tuner._controller import Controller
+from tuner._segments import Segments
 
 
 def main() -> int:
@@ -22,8 +22,8 @@ def main() -> int:
         if seen["ends"] == int(nth):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    real_finished, real_sync, real_handle = (Controller._finished, Controller._sync_state,
-                                             Controller._handle)
+    real_finished, real_sync, real_handle = (Segments._finished, Segments.sync_state,
+                                             Segments.handle)
 
     def finished(self, event):
         seen["in_end"] = event.status == "done"
@@ -42,9 +42,9 @@ def main() -> int:
         if where == "after" and any(getattr(e, "status", None) == "done" for e in events):
             count_end()
 
-    Controller._finished = finished
-    Controller._sync_state = sync_state
-    Controller._handle = handle
+    Segments._finished = finished
+    Segments.sync_state = sync_state
+    Segments.handle = handle
     return cli.main(args)
 
 

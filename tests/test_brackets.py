@@ -292,7 +292,7 @@ def test_a_sweep_stopped_in_its_second_bracket_resumes_it(tmp_path):
         replanner=rp2, more_brackets=True)
     controller.restore()
     bracket = next(e["step"] for e in store.journal() if e["kind"] == "bracket")
-    assert controller.scheduler.bracket == 1 and controller._bracket_first == 9
+    assert controller.scheduler.bracket == 1 and controller.state.bracket_first == 9
     assert rp2.bracket == 1 and rp2.shape.num_trials == bracket
     outcome = controller.run()
     assert outcome.reason == "done" and stopped.spend_usd + outcome.spend_usd <= 2.0 + 1e-9

@@ -100,6 +100,18 @@ def test_the_replanner_plans_later_stages_with_the_likely_survivors_paces():
     assert plan.rungs[-1].end_s - plan.rungs[-1].start_s == 120.0   # the best one, 2x slower
 
 
+class _Spy(Replanner):
+    """A re-planner that keeps every view it is shown (in ``seen``)."""
+
+    def __init__(self, *args, seen: list[ReplanView], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen = seen
+
+    def __call__(self, view: ReplanView):
+        self.seen.append(view)
+        return super().__call__(view)
+
+
 class SlowWinners(Synth):
     """Synth, but a config's steps cost more the better it is (10 s to 20 s)."""
 
@@ -111,17 +123,12 @@ def _spied_sweep(curves, shape: JobShape, workers: int = 9):
     """A simulated SHA sweep of ``shape`` with a re-planner, started on ``workers`` workers;
     every view it was shown."""
     seen: list[ReplanView] = []
-    rp = Replanner(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
-                   billing_minimum_s=60, max_workers=shape.num_trials)
-
-    def spy(view: ReplanView):
-        seen.append(view)
-        return rp(view)
-
+    rp = _Spy(shape, Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU, None,
+              billing_minimum_s=60, max_workers=shape.num_trials, seen=seen)
     r = simulate_wired(curves, metric="acc", mode="max",
                  scheduler={**SHA, "min_resource": shape.min_resource},
                  num_trials=shape.num_trials, workers=workers, seed=0, boot_s=lambda rng: 60.0,
-                 scaling=FollowPlan(rp.initial()), replanner=spy)
+                 scaling=FollowPlan(rp.initial()), replanner=rp)
     return r, seen
 
 
@@ -458,17 +465,13 @@ def test_segments_still_running_past_the_fit_count_in_it():
     # keep running (they are looked at every 20 ticks between segment ends).
     seen: list[ReplanView] = []
     # A deadline the prior cannot meet: the plan is the fastest, 9 workers for 9 trials.
-    rp = Replanner(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
-                   155.0, billing_minimum_s=60, max_workers=9)
+    rp = _Spy(JobShape(9, 1, 9, 3), Profile(10.0, boot=BootLatency.fixed(60)), SIM_GPU,
+              155.0, billing_minimum_s=60, max_workers=9, seen=seen)
     assert rp.initial().rungs[0].workers == 9
-
-    def spy(view: ReplanView):
-        seen.append(view)
-        return rp(view)
 
     r = simulate_wired(SlowTail(), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=9, workers=9, seed=0, boot_s=lambda rng: 60.0,
-                 scaling=FollowPlan(rp.initial()), replanner=spy)
+                 scaling=FollowPlan(rp.initial()), replanner=rp)
     assert r.outcome.reason == "done"
     slow_ends = sorted(s["finished_at"] for s in r.store.segments()
                        if s["stop_step"] == 1 and s["trial_id"] in {
@@ -513,7 +516,7 @@ def test_a_resumed_sweep_keeps_the_smaller_number_of_trials_a_replan_chose():
         provider=provider, ledger=Ledger(BUDGET, 60.0), store=online.store, clock=clock,
         settings=SIM_SETTINGS, replanner=fresh)
     assert controller.restore() == len(online.trials)
-    assert controller._admit_limit == limits[-1]
+    assert controller.state.admit_limit == limits[-1]
     assert fresh.shape.num_trials == limits[-1]
     with pytest.raises(ValueError, match="num_trials"):
         fresh.restrict(0)
@@ -552,9 +555,13 @@ def test_the_controller_follows_an_admission_limit_down_and_back_up():
                           SIM_GPU, None, billing_minimum_s=0).initial() for n in (9, 27)}
     seen: list[ReplanView] = []
 
-    def replanner(view: ReplanView):
-        seen.append(view)
-        return plans[9] if len(seen) == 1 else plans[27]
+    class Scripted(Replanner):
+        def __call__(self, view: ReplanView):
+            seen.append(view)
+            return plans[9] if len(seen) == 1 else plans[27]
+
+    replanner = Scripted(JobShape(27, 1, 9, 3), Profile(5.0, boot=BootLatency.fixed(30)),
+                         SIM_GPU, None, billing_minimum_s=0)
 
     r = simulate_wired(Synth(n=27), metric="acc", mode="max", scheduler={**SHA, "max_resource": 9},
                  num_trials=27, workers=1, seed=0, boot_s=lambda rng: 30.0,
@@ -601,15 +608,9 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
 
     clock = SimClock()
     provider = SimProvider(clock, boot_s=lambda rng: 60.0)
-    rp = Replanner(JobShape(27, 3, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)),
-                   SIM_GPU, None, billing_minimum_s=60, max_workers=27)
     seen: list[ReplanView] = []
-
-    def spy(view: ReplanView):
-        seen.append(view)
-        return rp(view)
-
-    spy.calibration, spy.recalibrate = rp.calibration, rp.recalibrate   # (rp's, as rp)
+    rp = _Spy(JobShape(27, 3, 27, 3), Profile(10.0, boot=BootLatency.fixed(60)),
+              SIM_GPU, None, billing_minimum_s=60, max_workers=27, seen=seen)
     spec = RunSpec(experiment_id="sim", trainable="simulated", metric="acc", mode="max",
                    workers=1, gpus_per_trial=1, time_budget_s=None, cost_budget_usd=None,
                    checkpoint_root="/nonexistent", instance_type="sim-gpu",
@@ -620,7 +621,7 @@ def _sim_controller(store, curves, stop_file, elapsed_before_s: float = 0.0):
         executor=SimExecutor(clock, provider, curves, metric="acc",
                              config_ids=curves.config_ids()),
         provider=provider, ledger=Ledger(None, 60.0), store=store, clock=clock,
-        settings=replace(SIM_SETTINGS, stop_file=stop_file), replanner=spy)
+        settings=replace(SIM_SETTINGS, stop_file=stop_file), replanner=rp)
     return controller, seen, rp
 
 
@@ -658,7 +659,7 @@ def test_a_resumed_controller_fits_the_step_times_the_earlier_run_measured(tmp_p
     for trial_id in first.trials:
         assert second.timings.paces.pace(trial_id, s_per_step=10.0) == pytest.approx(
             first.timings.paces.pace(trial_id, s_per_step=10.0))
-    fit = second._fit(second.timings.segment_times)
+    fit = second.plans.fit(second.timings.segment_times)
     assert fit is not None and fit == pytest.approx((10.0, 100.0), rel=0.01)
 
     assert second.run().reason == "done"

@@ -256,6 +256,29 @@ class Store:
             records.append({**r, **{f"params.{k}": v for k, v in params.items()}})
         return pd.DataFrame.from_records(records)
 
+    def trial_rows(self) -> list[dict[str, Any]]:
+        """Every trial's row, by number (``params`` as stored: JSON text)."""
+        return [dict(r) for r in self._db.execute("SELECT * FROM trials ORDER BY number")]
+
+    def first_step_times(self) -> dict[str, float]:
+        """When each segment reported its first step (fresh segments only)."""
+        out: dict[str, float] = {}
+        for r in self._db.execute("SELECT segment_id, ts FROM reports WHERE step = 1 "
+                                  "ORDER BY rowid"):
+            out.setdefault(r[0], float(r[1]))
+        return out
+
+    def finished_segments(self) -> list[dict[str, Any]]:
+        """The segments that finished done having trained a step, in the order they ended."""
+        return [dict(r) for r in self._db.execute(
+            "SELECT * FROM segments WHERE state = 'done' AND last_step > start_step AND "
+            "finished_at IS NOT NULL ORDER BY finished_at, rowid")]
+
+    def last_spend_ts(self) -> float | None:
+        """When spend was last written (None: never)."""
+        row = self._db.execute("SELECT ts FROM spend ORDER BY rowid DESC LIMIT 1").fetchone()
+        return None if row is None else float(row[0])
+
     def reports(self, trial_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT * FROM reports"
         args: tuple[Any, ...] = ()

@@ -2,6 +2,7 @@
 
 from tuner.schedulers._asha import ASHA
 from tuner.schedulers._base import Job, Mode, Scheduler, TrialStatus
+from tuner.schedulers._capabilities import Bracketed, Laddered, Staged
 from tuner.schedulers._factory import make_scheduler
 from tuner.schedulers._hyperband import Hyperband
 from tuner.schedulers._rungs import promotable, rung_steps
@@ -9,10 +10,13 @@ from tuner.schedulers._sha import SuccessiveHalving
 
 __all__ = [
     "ASHA",
+    "Bracketed",
     "Hyperband",
     "Job",
+    "Laddered",
     "Mode",
     "Scheduler",
+    "Staged",
     "SuccessiveHalving",
     "TrialStatus",
     "make_scheduler",

@@ -1,0 +1,402 @@
+"""The controller's cluster: the instances a sweep runs on, from launch to termination.
+
+It launches within the cost budget (inline, or on a launcher thread for a cloud whose launch
+waits on VMs), backs off when the cloud has no capacity, takes up what a launch started,
+marks instances ready once their worker registers, replaces those that never do, those that
+die and those the cloud warned it will take back, terminates, and on resume adopts the
+instances an earlier run left. It keeps each instance's slots; which segment runs where is
+the loop's (:class:`tuner._sweep_state.SweepState`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from budgets import Clock, Ledger, billed
+from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
+from records import Instance, InstanceState, SegmentState
+from tuner._executor import Executor
+from tuner._run_spec import RunSpec, Settings
+from tuner._store import Store
+from tuner._sweep_state import SweepState
+
+log = logging.getLogger("tuner._controller")
+
+
+@dataclass
+class _Launching:
+    """A launch running on the launcher thread (a provider whose launch waits on the cloud);
+    the ledger counts its instances from ``asked_at`` until it returns."""
+
+    future: Future[list[Instance]]
+    count: int
+    spot: bool
+    asked_at: float
+
+
+class Cluster:
+    """``market(now)``: whether an instance launched now is spot; ``lost(segment_id, state,
+    now)``: give up a segment whose instance is gone; ``drain_events()``: handle what the
+    workers sent so far (before an instance is declared lost)."""
+
+    def __init__(self, spec: RunSpec, settings: Settings, *, provider: Provider,
+                 ledger: Ledger, store: Store, clock: Clock, executor: Executor,
+                 state: SweepState, market: Callable[[float], bool],
+                 lost: Callable[[str, SegmentState, float], None],
+                 drain_events: Callable[[], None]) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.provider = provider
+        self.ledger = ledger
+        self.store = store
+        self.clock = clock
+        self.executor = executor
+        self.state = state
+        self._market = market
+        self._lost = lost
+        self._drain_events = drain_events
+        self.instances: dict[str, Instance] = {}
+        self.ready: set[str] = set()
+        self.used_slots: dict[str, int] = {}
+        self.booting: set[str] = set()
+        self.has_free: set[str] = set()   # ready instances with at least one free slot
+        self.draining: set[str] = set()   # take no new work; terminated once idle
+        # Spot VMs the cloud warned it will take back: no new work; their segments were asked
+        # to stop and checkpoint; a replacement was launched at the notice.
+        self.noticed: set[str] = set()
+        self.ever_ready = False
+        self._launching: dict[str, _Launching] = {}   # by ledger key
+        self._launches = 0
+        self._launcher: ThreadPoolExecutor | None = None
+        self._backlog = 0
+        self._retry_launch_at = math.inf
+        self._backoff_s = 10.0
+        self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
+        self._last_instance_check = -math.inf
+        self._last_notice_check = -math.inf
+
+    # -- views ------------------------------------------------------------------------------
+    def live(self) -> list[str]:
+        return [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
+
+    def in_flight(self) -> int:
+        """Instances asked for whose launch has not returned yet."""
+        return sum(launch.count for launch in self._launching.values())
+
+    def launching(self) -> bool:
+        return bool(self._launching) or self._launcher is not None
+
+    def instance_cost(self, instance_id: str, t: float) -> float:
+        return self._cost_before.get(instance_id, 0.0) + self.ledger.instance_cost(instance_id, t)
+
+    def free_instance(self, slots_needed: int, spot_ok: bool = True) -> Instance | None:
+        best, best_free = None, -1
+        for iid in self.has_free:
+            if iid in self.draining or iid in self.noticed:
+                continue
+            inst = self.instances[iid]
+            if inst.spot and not spot_ok:
+                continue
+            free = inst.slots - self.used_slots[iid]
+            # Ties go to the smallest id: the same choice whatever order the set iterates in
+            # (string hashes differ between processes), so a seeded simulation repeats.
+            if free >= slots_needed and (free > best_free or (
+                    free == best_free and best is not None and iid < best.instance_id)):
+                best, best_free = inst, free
+        return best
+
+    def take(self, instance_id: str, slots: int) -> None:
+        self.used_slots[instance_id] += slots
+        if self.used_slots[instance_id] >= self.instances[instance_id].slots:
+            self.has_free.discard(instance_id)
+
+    def give_back(self, instance_id: str, slots: int) -> None:
+        self.used_slots[instance_id] -= slots
+        if instance_id in self.ready:
+            self.has_free.add(instance_id)
+
+    # -- launching --------------------------------------------------------------------------
+    def launch(self, count: int, required: bool = True) -> None:
+        now = self.clock.now()
+        spot = self._market(now)
+        price = self.provider.price_per_hour(self.spec.instance_type, spot)
+        affordable = 0
+        # What is committed counts every running instance until it could be stopped (the
+        # reaction time), not until now: a launch that fills the budget to the brim with
+        # billing minimums would leave the others' next seconds unpaid for.
+        committed_now = self.ledger.committed(now + self.settings.reaction_s)
+        for _ in range(count):
+            extra = billed(price, 0.0, self.ledger.minimum_s) * (affordable + 1)
+            if self.ledger.budget_usd is not None and (
+                    committed_now + extra > self.ledger.budget_usd):
+                break
+            affordable += 1
+        if affordable == 0:
+            if required:
+                raise RuntimeError("the cost budget does not cover one worker's billing minimum")
+            return
+        tags = {"experiment": self.spec.experiment_id}
+        if self.provider.blocking_launch:
+            # Booting VMs takes the cloud minutes: the loop goes on dispatching and watching
+            # the budget, which counts these instances from now (the cloud may bill them
+            # before the call returns); fold_launches takes up what it started.
+            if self._launcher is None:
+                self._launcher = ThreadPoolExecutor(max_workers=4,
+                                                    thread_name_prefix="elastune-launch")
+            self._launches += 1
+            key = f"launch-{self._launches}"
+            self.ledger.expect(key, price, affordable, now)
+            future = self._launcher.submit(self.provider.launch, affordable,
+                                           self.spec.instance_type, spot, tags=tags)
+            self._launching[key] = _Launching(future, affordable, spot, now)
+            return
+        try:
+            launched = self.provider.launch(affordable, self.spec.instance_type, spot,
+                                            tags=tags)
+        except (CapacityError, QuotaError, ThrottledError):
+            self._launch_failed(affordable, now)
+            return
+        self._launched(launched)
+
+    def _launch_failed(self, count: int, now: float) -> None:
+        # No capacity or quota now (the provider has tried its other types and zones), or
+        # the cloud throttles us: try again later, backing off, while the deadline allows.
+        self._backlog += count
+        self._retry_launch_at = now + self._backoff_s
+        self._backoff_s = min(self._backoff_s * 2, 300.0)
+
+    def _launched(self, launched: list[Instance]) -> None:
+        self._backoff_s = 10.0
+        for inst in launched:
+            self.instances[inst.instance_id] = inst
+            self.used_slots[inst.instance_id] = 0
+            self.booting.add(inst.instance_id)
+            self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
+            self.store.upsert_instance(inst)
+
+    def fold_launches(self, now: float) -> None:
+        """Take up the launches that have returned: their instances boot from now on (and are
+        billed from their launch); a launch without capacity is retried later, backing off;
+        any other launch error ends the sweep, as an inline launch's would."""
+        for key, launch in list(self._launching.items()):
+            if not launch.future.done():
+                continue
+            del self._launching[key]
+            self.ledger.settle(key)
+            try:
+                launched = launch.future.result()
+            except (CapacityError, QuotaError, ThrottledError):
+                self._launch_failed(launch.count, now)
+                continue
+            self._launched(launched)
+
+    def end_launches(self) -> None:
+        """At shutdown: launches not started are cancelled; those under way are waited for,
+        and what they started is taken up so that it is terminated with the rest."""
+        for key, launch in list(self._launching.items()):
+            if launch.future.cancel():
+                del self._launching[key]
+                self.ledger.settle(key)
+        if self._launching:
+            log.info("waiting for %d launch(es) under way, to terminate what they start",
+                     len(self._launching))
+        for key, launch in list(self._launching.items()):
+            del self._launching[key]
+            try:
+                launched = launch.future.result()
+            except Exception as exc:  # noqa: BLE001 - nothing started: nothing to end
+                log.warning("a launch under way at shutdown failed: %s", exc)
+                launched = []
+            self.ledger.settle(key)
+            self._launched(launched)
+        if self._launcher is not None:
+            self._launcher.shutdown(wait=True)
+            self._launcher = None
+
+    # -- watching ---------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Retry launches that found no capacity, act on interruption notices, and look for
+        instances that are gone (each at its own interval)."""
+        if self._backlog and now >= self._retry_launch_at:
+            backlog, self._backlog = self._backlog, 0
+            self.launch(backlog, required=False)
+        if (self.spec.spot or self.spec.spot_policy is not None) \
+                and now - self._last_notice_check >= self.settings.notice_check_s:
+            self._last_notice_check = now
+            self._check_notices(now)
+
+    def instances_due(self, now: float) -> bool:
+        """Whether it is time to ask the provider which instances live (and then does)."""
+        if now - self._last_instance_check < self.settings.instance_check_s:
+            return False
+        self._last_instance_check = now
+        self._check_instances(now)
+        return True
+
+    def check_boot(self, now: float) -> None:
+        stuck = []
+        for iid in sorted(self.booting):
+            inst = self.instances[iid]
+            if inst.state == InstanceState.TERMINATED:
+                self.booting.discard(iid)
+            elif self.executor.ready(inst):
+                self.booting.discard(iid)
+                self.ever_ready = True
+                self.ready.add(iid)
+                self.has_free.add(iid)
+            elif now - inst.launched_at > self.settings.register_timeout_s:
+                stuck.append(iid)
+        if stuck:
+            # Never registered: pay for no more of it, and ask for a replacement.
+            self.terminate(stuck, now)
+            self.launch(len(stuck), required=False)
+        # Only a sweep that never had a worker fails for it (a bad image, an unreachable
+        # broker); one whose cluster is empty for a while (a preemption storm, no capacity)
+        # keeps asking for VMs until its budgets end it.
+        if not self.ever_ready and now - self.state.run_started > self.settings.boot_timeout_s:
+            raise RuntimeError(
+                f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
+                "see the worker logs in the experiment directory")
+
+    def _check_instances(self, now: float) -> None:
+        """A worker that died (or a VM that vanished) costs its segments, never the sweep."""
+        lost = 0
+        for inst in self.provider.list(self.spec.experiment_id):
+            known = self.instances.get(inst.instance_id)
+            if known is None or known.state == InstanceState.TERMINATED:
+                continue
+            if inst.state != InstanceState.TERMINATED:
+                if inst.state != known.state:   # pending -> running
+                    self.instances[inst.instance_id] = known.model_copy(
+                        update={"state": inst.state})
+                continue
+            if lost == 0:
+                # What its worker sent before it went (a timed-out segment's failure, say) is
+                # read first, so the segment ends as the worker said, not as lost.
+                self._drain_events()
+            if inst.instance_id not in self.noticed:
+                lost += 1                # (a noticed one was replaced at its notice)
+            self.instances[inst.instance_id] = inst
+            self.ready.discard(inst.instance_id)
+            self.has_free.discard(inst.instance_id)
+            self.booting.discard(inst.instance_id)
+            end = inst.terminated_at if inst.terminated_at is not None else now
+            self.ledger.close(inst.instance_id, end)
+            self.store.upsert_instance(inst, self.instance_cost(inst.instance_id, end))
+            for seg_id in self.state.on(inst.instance_id):
+                # A preempted VM is the cloud's doing, not the trial's: neither counts
+                # against the trial's failure budget; the state says which it was.
+                self._lost(seg_id, SegmentState.PREEMPTED if inst.preempted
+                           else SegmentState.LOST, now)
+        if lost:
+            self.launch(lost, required=False)
+
+    def _check_notices(self, now: float) -> None:
+        """Act on spot interruption notices before the VM goes: stop giving it work, ask its
+        segments to stop and checkpoint (each then resumes elsewhere from that checkpoint,
+        as PREEMPTED), and launch its replacement now rather than after it is gone."""
+        fresh = [iid for iid in self.executor.notices()
+                 if iid not in self.noticed and iid in self.instances
+                 and self.instances[iid].state != InstanceState.TERMINATED]
+        if not fresh:
+            return
+        for iid in fresh:
+            self.noticed.add(iid)
+            self.has_free.discard(iid)
+            segs = self.state.on(iid)
+            log.warning("interruption notice for %s: evacuating %d segment(s)", iid, len(segs))
+            self.state.evacuating.update(segs)
+            self.executor.request_stop(segs)
+        self.launch(len(fresh), required=False)
+
+    # -- resizing and ending ----------------------------------------------------------------
+    def follow(self, target: int, now: float, on_demand_now: bool) -> None:
+        """Make the cluster ``target`` instances: launch, drain, terminate (never
+        mid-segment); ``on_demand_now``: spot instances finish what they run and go, and the
+        target is met with on-demand ones."""
+        live = self.live()
+        busy = {run.instance_id for run in self.state.running.values()}
+        leaving: list[str] = []
+        if on_demand_now:
+            leaving = [i for i in live if self.instances[i].spot]
+            live = [i for i in live if not self.instances[i].spot]
+        nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
+                 for i in live]
+        coming = [Node(f"{key}/{n}", launch.asked_at, False, False)
+                  for key, launch in self._launching.items() for n in range(launch.count)
+                  if not (on_demand_now and launch.spot)]
+        decision = reconcile(target, nodes + coming, now,
+                             billing_minimum_s=self.ledger.minimum_s)
+        drain = [*decision.drain, *(i for i in leaving if i in busy)]
+        self.draining = set(drain)
+        idle_drained = [i for i in drain if i not in busy]
+        # (a launch under way cannot be cut short: a surplus it brings goes once it is up)
+        gone = [*(i for i in decision.terminate if i in self.instances), *idle_drained,
+                *(i for i in leaving if i not in busy)]
+        if gone:
+            self.terminate(gone, now)
+        if decision.launch:
+            self.launch(decision.launch, required=False)
+
+    def terminate(self, instance_ids: list[str], now: float) -> None:
+        for inst in self.provider.terminate(instance_ids):
+            iid = inst.instance_id
+            self.instances[iid] = inst
+            for group in (self.ready, self.has_free, self.booting, self.draining):
+                group.discard(iid)
+            end = inst.terminated_at if inst.terminated_at is not None else now
+            self.ledger.close(iid, end)
+            self.store.upsert_instance(inst, self.instance_cost(iid, end))
+
+    def terminate_all(self) -> None:
+        """Terminate every live instance, then wait for the launches under way and terminate
+        what they started (no instance bills while those are waited for)."""
+        self._terminate_live()
+        if self.launching():
+            self.end_launches()
+            self._terminate_live()
+
+    def _terminate_live(self) -> None:
+        live = self.live()
+        if live:
+            for inst in self.provider.terminate(live):
+                self.instances[inst.instance_id] = inst
+                end = inst.terminated_at if inst.terminated_at is not None else self.clock.now()
+                self.ledger.close(inst.instance_id, end)
+                self.store.upsert_instance(inst, self.instance_cost(inst.instance_id, end))
+
+    def adopt(self, now: float) -> None:
+        """Take over the instances the earlier run left running (found by the experiment's
+        tag): no second launch, and their cost counted once (the earlier run's share is in
+        the ledger's prior spend up to its last spend record). Those it left that are gone
+        are marked terminated."""
+        last = self.store.last_spend_ts()
+        counted_until = last if last is not None else now
+        stored = self.store.instances()
+        before = {r["instance_id"]: float(r["cost_usd"] or 0.0) for r in stored}
+        ended: dict[str, float | None] = {}
+        for inst in self.provider.list(self.spec.experiment_id):
+            iid = inst.instance_id
+            if inst.state == InstanceState.TERMINATED:
+                ended[iid] = inst.terminated_at
+                continue
+            if iid in self.instances:
+                continue
+            self.instances[iid] = inst
+            self.used_slots[iid] = 0
+            self.booting.add(iid)          # ready once its worker is seen in the registry
+            self.ledger.adopt(iid, inst.price_per_hour, inst.launched_at, counted_until)
+            self._cost_before[iid] = before.get(iid, 0.0)
+            self.store.upsert_instance(inst, self.instance_cost(iid, now))
+            log.info("adopted %s from the earlier run", iid)
+        for r in stored:
+            if r["state"] != InstanceState.TERMINATED and r["instance_id"] not in self.instances:
+                # Gone while no controller watched it (a local worker follows its parent; a
+                # VM was preempted or deleted): it billed up to the last spend record at most.
+                gone = ended.get(r["instance_id"])
+                self.store.close_instance(r["instance_id"], gone if gone is not None else
+                                          max(float(r["launched_at"]), counted_until))
