@@ -45,7 +45,7 @@ from cloud._provider import (
     QuotaError,
     ThrottledError,
 )
-from records import Instance, InstanceState
+from worker.records import Instance, InstanceState
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import shlex
 from typing import Literal
 
 from cloud._provider import Bootstrap
-from records import TIMEOUT_EXIT_CODE
+from worker.records import TIMEOUT_EXIT_CODE
 
 Cloud = Literal["aws", "gcp"]
 

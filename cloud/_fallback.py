@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from cloud._provider import CapacityError, NotFoundError, ProviderError, QuotaError
-from records import Instance
+from worker.records import Instance
 
 log = logging.getLogger(__name__)
 

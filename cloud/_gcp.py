@@ -56,7 +56,7 @@ from cloud._provider import (
     QuotaError,
     ThrottledError,
 )
-from records import Instance, InstanceState
+from worker.records import Instance, InstanceState
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry

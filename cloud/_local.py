@@ -16,7 +16,7 @@ from pathlib import Path
 
 from budgets import Clock, RealClock
 from cloud._provider import ProviderError
-from records import Instance, InstanceState
+from worker.records import Instance, InstanceState
 
 DEFAULT_PRICE_PER_HOUR = 1.0
 INSTANCE_TYPE = "local"

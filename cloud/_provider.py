@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from records import Instance
+from worker.records import Instance
 
 
 class ProviderError(RuntimeError):

@@ -24,7 +24,6 @@ from cloud._provider import (
     QuotaError,
     ThrottledError,
 )
-from records import InstanceState
 from tests.aws_server import (  # noqa: F401 - the fixtures aws, aws_env, aws_server
     REGION,
     aws_env_fixture,
@@ -36,6 +35,7 @@ from worker._s3 import S3Store
 from worker._secrets import SecretError, read_secret
 from worker._storage import open_store
 from worker._trainable import load_trainable, write_bundle
+from worker.records import InstanceState
 
 TYPES = ["g4dn.xlarge", "g4dn.12xlarge", "g5.xlarge"]
 PASSWORD = "hunter2-not-in-user-data"

@@ -27,8 +27,8 @@ from cloud import (
     ThrottledError,
 )
 from cloud._fallback import fallback_types, launch_with_fallback
-from records import Instance
 from tuner.sim import SimProvider
+from worker.records import Instance
 
 ZONES = {"t1": ["a", "b"], "t2": ["a", "b", "c"], "t3": ["a"]}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from budgets import Ledger, SimClock
-from records import InstanceState, SegmentState
 from tests.test_simulate import Synth
 from tuner._cluster import Cluster
 from tuner._journal import replay
@@ -16,6 +15,7 @@ from tuner._store import Store
 from tuner._sweep_state import SweepState, TrialRecord
 from tuner.schedulers import make_scheduler
 from tuner.sim import SIM_SETTINGS, SimExecutor, SimProvider
+from worker.records import InstanceState, SegmentState
 
 
 def _store(tmp_path) -> Store:

@@ -41,8 +41,8 @@ from cloud._provider import (  # noqa: E402
     QuotaError,
     ThrottledError,
 )
-from records import InstanceState  # noqa: E402
 from tests.gce_server import FakeGoogleCloud  # noqa: E402
+from worker.records import InstanceState  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "test-project"

@@ -7,7 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from records import (
+from tests.test_simulate import ASHA, Synth
+from tuner._status import status_document
+from tuner.sim import SimFaults, simulate_wired
+from worker.records import (
     EndReason,
     ExperimentState,
     SegmentFinished,
@@ -15,9 +18,6 @@ from records import (
     TrialState,
     parse_event,
 )
-from tests.test_simulate import ASHA, Synth
-from tuner._status import status_document
-from tuner.sim import SimFaults, simulate_wired
 
 
 def test_each_state_is_its_text_in_comparisons_and_in_json():

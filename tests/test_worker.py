@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from records import Segment, parse_event
 from worker import KEY_TTL_S, REGISTRY_KEY, TASK_NAME, BrokerAddress, load_checkpoint, make_app
 from worker._slots import slots_key
+from worker.records import Segment, parse_event
 
 ROOT = Path(__file__).resolve().parents[1]
 ELASTUNE = str(Path(sys.executable).parent / "elastune")

@@ -1,12 +1,12 @@
 """elastune's public face: ``tune()``, the search space helpers, and what ``tune()`` returns.
 
-Each name is imported from its module on first use (``tuner._exports``; type checkers read
+Each name is imported from its module on first use (``worker._exports``; type checkers read
 ``__init__.pyi``), so the commands that read a stored sweep (``elastune status``, ``--help``)
 start without loading Optuna, pandas and the controller: ``elastune status --help`` took
 1.0 s with every name imported here, 0.25 s so.
 """
 
-from tuner._exports import lazy
+from worker._exports import lazy
 
 _HOMES = {
     "ConfigError": "tuner._errors",

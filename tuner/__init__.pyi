@@ -1,4 +1,4 @@
-# For type checkers: tuner/__init__.py imports these names lazily (tuner._exports).
+# For type checkers: tuner/__init__.py imports these names lazily (worker._exports).
 from tuner._config import SchedulerConfig as SchedulerConfig
 from tuner._config import SweepConfig as SweepConfig
 from tuner._config import load_sweep as load_sweep

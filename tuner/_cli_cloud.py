@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from records import Instance, InstanceState
 from tuner._errors import ConfigError
+from worker.records import Instance, InstanceState
 
 
 def cloud_provider(kind: str, region: str | None, zone: str | None, project: str | None) -> Any:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from records import ExperimentState
 from tuner._errors import ConfigError
 from tuner._status import status_document
 from tuner._store import STORE_NAME, Store
+from worker.records import ExperimentState
 
 
 def experiment_dirs(root: Path) -> list[Path]:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from budgets import Clock, Ledger, billed
 from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
-from records import Instance, InstanceState, SegmentState
 from tuner._executor import Executor
 from tuner._run_spec import RunSpec, Settings
 from tuner._store import Store
 from tuner._sweep_state import SweepState
+from worker.records import Instance, InstanceState, SegmentState
 
 log = logging.getLogger("tuner._controller")
 

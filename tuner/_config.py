@@ -585,9 +585,10 @@ class SweepConfig(_Model):
     @field_validator("scheduler", "provider", "profile", mode="before")
     @classmethod
     def _section_string_keys(cls, value: Any, info: Any) -> Any:
-        section = {"scheduler": SchedulerConfig, "provider": ProviderConfig,
-                   "profile": ProfileConfig}[info.field_name]
-        _string_keys(value, f"{info.field_name}.", section.model_fields)
+        fields = {"scheduler": SchedulerConfig.model_fields,
+                  "provider": ProviderConfig.model_fields,
+                  "profile": ProfileConfig.model_fields}[info.field_name]
+        _string_keys(value, f"{info.field_name}.", fields)
         return value
 
     @field_validator("name")
@@ -726,7 +727,7 @@ class SweepConfig(_Model):
         instance as ``"<sampler module.Class>"``; those two cannot be read back from JSON.
         ``base_dir`` is kept (as a string) so that a resumed sweep imports the same trainable.
         """
-        sampler = self.sampler
+        sampler: object = self.sampler
         if isinstance(sampler, BaseSampler):
             sampler = f"<sampler {type(sampler).__module__}.{type(sampler).__qualname__}>"
         return {

@@ -31,7 +31,6 @@ from budgets import (
     ScalingPolicy,
 )
 from cloud import Provider
-from records import EndReason, ExperimentState, SegmentState, TrialState
 from tuner._cluster import Cluster
 from tuner._deadline_policy import DeadlinePolicy
 from tuner._executor import Executor
@@ -45,6 +44,7 @@ from tuner._store import Store
 from tuner._sweep_state import SweepState, TrialRecord
 from tuner._timings import Timings
 from tuner.schedulers import Job, Scheduler
+from worker.records import EndReason, ExperimentState, SegmentState, TrialState
 
 __all__ = ["Controller", "Outcome", "RunSpec", "Settings"]
 

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from budgets import Reallocation
-from records import Instance
 from tuner._executor import Executor
 from tuner._journaled import JournaledScheduler
 from tuner._run_spec import RunSpec
 from tuner._sweep_state import SweepState, TrialRecord
 from tuner.schedulers import Job
+from worker.records import Instance
 
 if TYPE_CHECKING:
     from tuner._cluster import Cluster

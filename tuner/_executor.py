@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping
 from typing import Protocol
 
-from records import Event, Instance, Segment, parse_event
 from worker import (
     KEY_TTL_S,
     NOTICE_KEY,
@@ -22,6 +21,7 @@ from worker import (
     forget_workers,
     make_app,
 )
+from worker.records import Event, Instance, Segment, parse_event
 
 
 class Executor(Protocol):

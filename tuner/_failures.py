@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from records import TrialState
+from worker.records import TrialState
 
 FAIL_FAST_MIN = 3           # first trials that must fail before a sweep is given up early
 FAIL_FAST_FRACTION = 0.1    # ... or this fraction of the sweep's trials, if more

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from budgets import fit_segment_times
-from records import SegmentState
 from tuner._config import SweepConfig
 from tuner._store import STORE_NAME, Store
+from worker.records import SegmentState
 
 log = logging.getLogger(__name__)
 

@@ -121,11 +121,13 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
                     "heartbeat_timeout_s": sweep.provider.heartbeat_timeout_s})
 
 
-def _install_spec() -> str:
+def _install_spec(extra: str) -> str:
+    """What a VM pip-installs: this version of elastune with the cloud's extra (its workers
+    keep checkpoints in the cloud's object storage)."""
     try:
-        return f"elastune=={metadata.version('elastune')}"
+        return f"elastune[{extra}]=={metadata.version('elastune')}"
     except metadata.PackageNotFoundError:
-        return "elastune"
+        return f"elastune[{extra}]"
 
 
 def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, trainable: str,
@@ -197,7 +199,7 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
         workers.teardown.append(beacon.stop)
         provider.bootstrap = Bootstrap(
             broker_url=replace(address, password=None).url, secret_name=secret_ref,
-            storage_uri=storage, install=p.install or _install_spec(),
+            storage_uri=storage, install=p.install or _install_spec(p.type),
             slots=provider.slots(first), preload=tuple(preload),
             insecure_broker=insecure_broker,
             env={"ELASTUNE_CONTROLLER_KEY": beacon.key,

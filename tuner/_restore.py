@@ -14,12 +14,12 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from records import SegmentState, TrialState
 from tuner._journal import replay
 from tuner._plan_following import CALIBRATION_KEY
 from tuner._segments import TRIAL_STATE
 from tuner._sweep_state import TrialRecord
 from tuner.schedulers import TrialStatus
+from worker.records import SegmentState, TrialState
 
 if TYPE_CHECKING:
     from tuner._controller import Controller

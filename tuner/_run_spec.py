@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from budgets import SpotPolicy
-from records import EndReason, ExperimentState
+from worker.records import EndReason, ExperimentState
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,10 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from records import TrialState as State  # the store's word for a trial (TrialState: optuna's)
 from tuner._space import Grid
+from worker.records import (
+    TrialState as State,  # the store's word for a trial (TrialState: optuna's)
+)
 
 
 class _AskTellGridSampler(optuna.samplers.GridSampler):

@@ -14,16 +14,6 @@ import math
 from typing import Any
 
 from budgets import Clock, Ledger
-from records import (
-    Event,
-    Instance,
-    Report,
-    Segment,
-    SegmentFinished,
-    SegmentStarted,
-    SegmentState,
-    TrialState,
-)
 from tuner._cluster import Cluster
 from tuner._executor import Executor
 from tuner._failures import fail_fast_at, wrong_metric_message
@@ -34,6 +24,16 @@ from tuner._store import Store
 from tuner._sweep_state import Running, SweepState, TrialRecord
 from tuner._timings import Timings
 from tuner.schedulers import Job, TrialStatus
+from worker.records import (
+    Event,
+    Instance,
+    Report,
+    Segment,
+    SegmentFinished,
+    SegmentStarted,
+    SegmentState,
+    TrialState,
+)
 
 log = logging.getLogger("tuner._controller")
 

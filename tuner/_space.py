@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from optuna.distributions import (
     BaseDistribution,
@@ -22,6 +22,8 @@ from optuna.distributions import (
 )
 
 from tuner._errors import ConfigError
+
+D = TypeVar("D", bound=BaseDistribution)
 
 Scalar: TypeAlias = None | bool | int | float | str
 
@@ -93,7 +95,7 @@ def _bool(value: object, where: _Where, arg: str) -> bool:
     raise where.error(arg, f"must be true or false; got {value!r}")
 
 
-def _make(factory: Any, where: _Where, **kwargs: Any) -> BaseDistribution:
+def _make(factory: Callable[..., D], where: _Where, **kwargs: Any) -> D:
     # The checks above cover what users get wrong; this catches whatever Optuna still refuses.
     try:
         with warnings.catch_warnings():
@@ -150,8 +152,9 @@ def _int_dist(
 
 
 def _scalars(values: object, where: _Where) -> tuple[Scalar, ...]:
-    if callable(getattr(values, "tolist", None)):  # a numpy array
-        values = values.tolist()
+    tolist = getattr(values, "tolist", None)
+    if callable(tolist):  # a numpy array
+        values = tolist()
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence):
         raise where.error("values", f"must be a non-empty list; got {values!r}")
     if len(values) == 0:

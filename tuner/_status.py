@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from records import ExperimentState, TrialState
 from tuner._store import Store
+from worker.records import ExperimentState, TrialState
 
 # The sweep may end this long after its time budget: stopped segments get ``stop_grace_s``
 # (10 s) to checkpoint, then workers are terminated.

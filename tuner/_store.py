@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from records import ExperimentState, SegmentState, TrialState
+from worker.records import ExperimentState, SegmentState, TrialState
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: `status` has no use for it
     import pandas as pd

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from records import Segment, TrialState
+from worker.records import Segment, TrialState
 
 
 @dataclass

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from budgets import Plan, RealClock, billed
-from records import EndReason, ExperimentState
 from tuner._build import Parts, build_controller, fixed_plan, scheduler_for, shaped
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
+from tuner._extras import require_for_sweep
 from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
@@ -35,6 +35,7 @@ from tuner._store import STORE_NAME, Store
 from worker import BrokerAddress, BrokerURLError, EmbeddedRedis
 from worker._broker import check_broker
 from worker._checkpoints import checkpoint_steps
+from worker.records import EndReason, ExperimentState
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
@@ -96,6 +97,7 @@ def tune(
                            insecure_broker)
     sweep = load_sweep(config, **overrides)
     address = _parse_broker(broker_url, insecure_broker)
+    require_for_sweep(sweep.provider.type)
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
@@ -200,6 +202,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
                 return _idle_result(sweep, store, exp_dir, exp["id"])
             _check_room(sweep, prior_usd, elapsed_s)
             check_time_budget(sweep, "time_budget", elapsed_s)
+            require_for_sweep(sweep.provider.type)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
@@ -442,16 +445,15 @@ def _locate_trainable(sweep: SweepConfig) -> _Located:
         resolve_trainable(target, roots)
         module_name = target.partition(":")[0]
         return target, _with_root(roots, module_name), [module_name], None
-    module_name = getattr(target, "__module__", None)
+    owner: str | None = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", "")
-    if module_name and module_name != "__main__" and "<locals>" not in qualname:
+    if owner and owner != "__main__" and "<locals>" not in qualname:
         try:
-            obj: Any = importlib.import_module(module_name)
+            obj: Any = importlib.import_module(owner)
             for part in qualname.split("."):
                 obj = getattr(obj, part)
             if obj is target:
-                return (f"{module_name}:{qualname}", _with_root(roots, module_name),
-                        [module_name], None)
+                return (f"{owner}:{qualname}", _with_root(roots, owner), [owner], None)
         except (ImportError, AttributeError):
             pass
     # Defined in a notebook, a script's __main__ or a closure: it travels as a code bundle in

@@ -15,6 +15,7 @@ import click
 import typer
 
 from tuner._errors import ConfigError
+from tuner._extras import require
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Elastic hyperparameter tuning under a time and a cost budget.")
@@ -68,7 +69,7 @@ def run(
 
 def _exit_if_failed(doc: dict[str, Any]) -> None:
     """A failed sweep: why on stderr (stdout keeps its one JSON object), exit status 1."""
-    from records import ExperimentState
+    from worker.records import ExperimentState
 
     if doc["state"] != ExperimentState.FAILED:
         return
@@ -322,7 +323,7 @@ def cloud_cleanup(
 def worker(ctx: typer.Context) -> None:
     """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--insecure]
     [--preload MODULE]; modules are imported from its working directory too."""
-    from worker import worker_main
+    from worker._main import main as worker_main
 
     raise typer.Exit(worker_main(list(ctx.args)))
 
@@ -339,6 +340,7 @@ def dashboard(
         help="required of every request; needed to listen beyond loopback")] = None,
 ) -> None:
     """Serve the dashboard: cost against accuracy, live while sweeps run."""
+    require("dashboard", "dashboard", "elastune dashboard")
     from tuner.dashboard import check_bind, serve
 
     if not path.is_dir():
@@ -355,6 +357,7 @@ def report(
         "report.html"),
 ) -> None:
     """Write one self-contained HTML report of an experiment (opens offline)."""
+    require("dashboard", "report", "elastune report")
     from tuner.dashboard import write_report
 
     out = write_report(dir, output)

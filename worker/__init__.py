@@ -1,32 +1,30 @@
-"""Celery workers that run trial segments, and the context a trainable sees."""
+"""Celery workers that run trial segments, the context a trainable sees, and the records that
+cross process boundaries (:mod:`worker.records`).
 
-from worker._app import make_app
-from worker._broker import RIDE_OUT_S, BrokerAddress, BrokerURLError
-from worker._checkpoints import load_checkpoint, save_checkpoint
-from worker._cleanup import forget_workers
-from worker._context import TrialContext
-from worker._embedded import EmbeddedRedis
-from worker._interruption import NOTICE_KEY
-from worker._main import REGISTRY_KEY
-from worker._main import main as worker_main
-from worker._task import KEY_TTL_S, TASK_NAME
-from worker._trainable import load_trainable, write_bundle
+Each name is imported from its module on first use (see :mod:`worker._exports`), so the
+packages that need only the records (``cloud``, the CLI reading a stored sweep) do not load
+Celery.
+"""
 
-__all__ = [
-    "KEY_TTL_S",
-    "NOTICE_KEY",
-    "RIDE_OUT_S",
-    "REGISTRY_KEY",
-    "TASK_NAME",
-    "BrokerAddress",
-    "BrokerURLError",
-    "EmbeddedRedis",
-    "TrialContext",
-    "forget_workers",
-    "load_checkpoint",
-    "load_trainable",
-    "make_app",
-    "save_checkpoint",
-    "worker_main",
-    "write_bundle",
-]
+from worker._exports import lazy
+
+_HOMES = {
+    "KEY_TTL_S": "worker._task",
+    "NOTICE_KEY": "worker._interruption",
+    "REGISTRY_KEY": "worker._main",
+    "RIDE_OUT_S": "worker._broker",
+    "TASK_NAME": "worker._task",
+    "BrokerAddress": "worker._broker",
+    "BrokerURLError": "worker._broker",
+    "EmbeddedRedis": "worker._embedded",
+    "TrialContext": "worker._context",
+    "forget_workers": "worker._cleanup",
+    "load_checkpoint": "worker._checkpoints",
+    "load_trainable": "worker._trainable",
+    "make_app": "worker._app",
+    "save_checkpoint": "worker._checkpoints",
+    "write_bundle": "worker._trainable",
+}
+
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

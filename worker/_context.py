@@ -10,8 +10,8 @@ from typing import Any
 
 import redis
 
-from records import Report, Segment
 from worker._checkpoints import load_checkpoint, save_checkpoint
+from worker.records import Report, Segment
 
 _STOP_POLL_S = 0.05
 # Out of space, over quota, past the file-size limit, or read-only: no checkpoint can be kept.

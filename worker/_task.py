@@ -20,10 +20,10 @@ import traceback
 
 import redis
 
-from records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted, SegmentState
 from worker._context import CheckpointStorageFull, TrialContext
 from worker._slots import SlotPool
 from worker._trainable import load_trainable
+from worker.records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted, SegmentState
 
 TASK_NAME = "elastune.run_segment"
 HEARTBEAT_S = float(os.environ.get("ELASTUNE_HEARTBEAT_S", "2.0"))

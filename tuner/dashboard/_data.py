@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from budgets import DEFAULT_MINIMUM_S, billed
-from records import ExperimentState, SegmentState, TrialState
 from tuner._status import predicted_wall_s, status_document
 from tuner._store import STORE_NAME, Store
+from worker.records import ExperimentState, SegmentState, TrialState
 
 MAX_POINTS = 2000          # longest series sent to the browser
 CURVE_TOP = 20             # learning curves: the best trials, always shown

@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from budgets import SimClock
-from records import Event, Instance, Report, Segment, SegmentFinished, SegmentStarted, SegmentState
+from worker.records import (
+    Event,
+    Instance,
+    Report,
+    Segment,
+    SegmentFinished,
+    SegmentStarted,
+    SegmentState,
+)
 
 
 class Curves(Protocol):

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from budgets import SimClock
 from cloud._provider import CapacityError, ProviderError
-from records import Instance, InstanceState
+from worker.records import Instance, InstanceState
 
 
 class _End(StrEnum):

@@ -17,13 +17,13 @@ import pandas as pd
 from optuna.distributions import IntDistribution
 
 from budgets import ScalingPolicy, SimClock
-from records import EndReason, ExperimentState
 from tuner._controller import Controller, Outcome, Settings
 from tuner._errors import ConfigError
 from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
+from worker.records import EndReason, ExperimentState
 
 if TYPE_CHECKING:
     from tuner._config import SweepConfig

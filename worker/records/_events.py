@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from records._states import SegmentState
+from worker.records._states import SegmentState
 
 # What a worker's ``finished`` event may say of a segment (the store's other segment states are
 # the controller's own).

@@ -3,7 +3,8 @@ module on first use, so what imports the package for one small part (the CLI rea
 sweep) does not load all of it.
 
 Hand-written: ``lazy_loader`` (SPEC 1) does this for a package's own submodules only, and
-``tuner`` also exports ``worker.TrialContext``.
+``tuner`` also exports ``worker.TrialContext``. It lives here, in the package every other
+one may import.
 """
 
 from __future__ import annotations
