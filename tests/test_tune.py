@@ -114,9 +114,13 @@ def test_the_sweep_stops_before_the_cost_budget(tmp_path):
 
 
 def test_the_sweep_ends_by_its_time_budget(tmp_path):
+    # Segments of 9 steps of 0.2 s: at the deadline the ones running are most likely mid-way
+    # and stop there (with 3-step segments both running ones could end their rung within the
+    # grace on a busy machine, and no trial was left stopped).
     sweep = _sweep(trainable="tests.trainables:slow", space={"sleep": 0.2}, num_trials=40,
-                   scheduler={"type": "asha", "min_resource": 3, "max_resource": 27,
-                              "reduction_factor": 3})
+                   scheduler={"type": "asha", "min_resource": 9, "max_resource": 27,
+                              "reduction_factor": 3},
+                   profile={"seconds_per_step": 0.2})
     result = tune(sweep, time_budget=5, cost_budget=None, experiment_dir=tmp_path / "exp")
     assert result.state == "finished" and result.deadline_met
     assert result.wall_s <= 5 + 5          # bounded grace: stopped segments end within a step
