@@ -173,11 +173,8 @@ def _top_level() -> dict[str, Any]:
                           "additionalProperties": _space_entry()}
         else:
             info = fields[key]
-            prop = TypeAdapter(info.annotation).json_schema()
             # Field constraints (ge, le, min_length ...) live in the field's metadata.
-            constrained = TypeAdapter(
-                _annotated(info.annotation, info.metadata)).json_schema()
-            prop = constrained or prop
+            prop = TypeAdapter(_annotated(info.annotation, info.metadata)).json_schema()
             if not info.is_required():
                 prop["default"] = info.get_default()
             if key in own:
