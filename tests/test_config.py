@@ -934,3 +934,15 @@ def test_a_stepped_float_range_loads_again_as_it_was_saved():
     cfg = load_sweep(base(space={"a": {"float": {"low": 0.0, "high": 4.1, "step": step}}}))
     again = load_sweep(cfg.to_json_dict() | {"trainable": "m:train"}).space
     assert again["a"].high == cfg.space["a"].high == 2 * step
+
+
+def test_a_none_budget_override_removes_the_budget_whatever_the_sweep_is_given_as():
+    from tuner import load_sweep
+
+    base = {"trainable": "operator:add", "metric": "acc",
+            "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9},
+            "budget": {"time": "10m", "cost": 2.0}}
+    for given in (base, load_sweep(base)):
+        cfg = load_sweep(given, time_budget=None)
+        assert cfg.time_budget_s is None and cfg.cost_budget_usd == 2.0
+        assert load_sweep(given, provider=None).time_budget_s == 600.0

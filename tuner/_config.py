@@ -884,9 +884,9 @@ def load_sweep(
 
     Keyword ``overrides`` replace top-level keys; ``time_budget``/``cost_budget`` replace
     ``budget.time``/``budget.cost``; ``provider="aws"`` means ``{type: aws}`` (the config's own
-    provider block is kept if it already has that type). An override of ``None`` is ignored, so
-    ``tune(path, time_budget=None)`` keeps the file's budget. Every problem raises
-    :class:`ConfigError`.
+    provider block is kept if it already has that type). ``time_budget=None`` or
+    ``cost_budget=None`` removes that budget (no deadline, no cost cap); ``provider=None`` and
+    ``budget=None`` are ignored. Every problem raises :class:`ConfigError`.
 
     Example:
         >>> cfg = load_sweep({"trainable": "operator:add", "metric": "acc",
@@ -896,7 +896,7 @@ def load_sweep(
         (600.0, 'operator-add')
     """
     if isinstance(config, SweepConfig):
-        if all(v is None for v in overrides.values()):
+        if not overrides:
             return config
         data = {k: getattr(config, k) for k in config.model_fields_set}
         data["base_dir"] = config.base_dir
