@@ -6,9 +6,9 @@ segment loses the work since its checkpoint and waits for a replacement VM to bo
 rungs' short segments risk little, the last rung's long ones are on the critical path.
 :class:`SpotPolicy` puts the exploratory rungs on spot and, in ``exploratory`` mode, the last
 rung on on-demand; in both modes, once the slack before the deadline falls below the cost of
-one more preemption (a boot plus a lost segment), every new instance is on-demand for good (the
-safety net of Wu et al., "Can't Be Late", NSDI '24). How the controller applies it:
-docs/guides/spot.md#spot-where-it-is-safe.
+one more preemption (a boot plus a lost segment), every new instance is on-demand for good: the
+safety net of Wu et al., "Can't Be Late: Optimizing Spot Instance Savings under Deadlines"
+(NSDI '24). How the controller applies it: docs/guides/spot.md#spot-where-it-is-safe.
 
 Hand-written: the rule is a comparison of three durations; no library decides this.
 
