@@ -51,10 +51,7 @@ def initial_accuracy_plan(min_resource: int, max_resource: int, reduction_factor
     while the first stage shows the rest will not fit; it never admits more to that
     bracket. Choosing the count as that first plan is made (the margin kept, the 0.9
     quantile) chose fewer trials and won fewer of the planner benchmark's accuracy
-    comparisons against ASHA: 0.819 against 0.833 on its eight default tasks, 0.752 against
-    0.764 on all 26 resumable tasks of the shared data (the deadline with the 0.9 quantile:
-    0.825 and 0.755); on the 26, of the comparisons the two ways decide differently, 62
-    against 43 went to this one.
+    comparisons against ASHA ([docs/benchmarks/tuning-log.md][first-plan-count]).
     """
     if not 0 <= margin < 1:
         raise ValueError(f"margin is {margin!r}, but must be 0 <= margin < 1")

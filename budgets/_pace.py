@@ -9,8 +9,8 @@ each trial's segments (its resumed ones when it has any: a first segment mixes i
 costs); :func:`stage_paces` turns the ranked members of the current
 stage into a (mean, slowest) pace per stage left, taking the best-ranked members as the
 likely survivors of each later stage, and no faster at their slowest than the pool's
-m / (m + 1) quantile (the ranking is a weak guess: in the planner benchmark the best-ranked
-alone met 0.900 of the deadlines, this rule 0.925).
+m / (m + 1) quantile (the ranking is a weak guess; measured on the planner benchmark:
+docs/benchmarks/tuning-log.md#stage-paces).
 
 Hand-written: a ratio of sums per trial; no library models this.
 

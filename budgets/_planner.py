@@ -9,32 +9,13 @@ predicted end is before the deadline. *Accuracy-maximising* (:func:`plan_accurac
 problem of SEER (Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud", SoCC '21): choose
 the job shape too, as many trials as both budgets allow.
 
-The model, in whole seconds (each stage's duration and the boot latency are rounded up to a
-whole second, so per-second billing is exact):
-
-* Stage k trains ``m_k`` trials ``steps_k`` steps each on ``w_k`` instances of
-  ``trials_per_worker = instance.gpus // gpus_per_trial`` slots: see :func:`stage_time`.
-* Instances boot for ``boot_s`` seconds, billed, before taking work. The first stage's start
-  after ``boot_s``; instances added at a stage boundary are launched ``boot_s`` ahead so they are
-  ready at the boundary. Instances removed at a boundary stop being billed there (the oldest go
-  first: with a billing minimum that is never dearer). The plan ends, and every instance is
-  released, when the last stage ends; its wall time is ``boot_s + sum of stage times``.
-* Each instance is billed per second over its whole life (boot included), at least
-  ``billing_minimum_s`` (:func:`budgets.billed`).
-
-Solved exactly over a candidate set by a dynamic program over stages. For stage k the candidate
-worker counts are, for each wave count v, the fewest workers that finish the stage's trials in v
-waves, ``ceil(m / (v * tpw))`` (O(sqrt m) distinct values; any other count pays for more workers
-without fewer waves), the same for every later stage (so that every static plan's cheapest
-equivalent is a candidate), and "hold the previous stage's workers". States are keyed by the
-worker count and carry (elapsed, cost); a state is dropped when another with the same count is
-no later and no dearer even if all of its own billing-minimum credit were used, so the Pareto
-frontier of (elapsed, cost) is what survives. States that cannot meet the deadline or cannot
-beat the best static plan are cut early. The result is never dearer than any static plan that
-meets the same deadline.
-
-Hand-written because no maintained library solves this: Ray Tune and Syne Tune schedule trials
-on a given cluster, and SkyPilot chooses instances for one job, not a cluster size per stage.
+The model bills each instance per second over its whole life (boot included, at least the
+billing minimum) and times each stage in whole waves of its trials; it is solved exactly by a
+dynamic program over the stages whose candidates include every static cluster, so a plan is
+never dearer than a static one that meets the same deadline. Hand-written because no
+maintained library solves this: Ray Tune and Syne Tune schedule trials on a given cluster, and
+SkyPilot chooses instances for one job, not a cluster size per stage. The model and the solver
+in full: docs/concepts/planner.md#the-cost-model.
 
 Example::
 
@@ -121,9 +102,8 @@ class _Job:
             # known paces, the stage's slowest trial may be handed out in its last wave (jobs
             # go out in rank order, not slowest first), so the stage lasts the waves before
             # it at the mean pace and then the slowest, as in a list schedule's worst case.
-            # Counting the slowest as going out first (as longest-first order would) met 0.981
-            # of the planner benchmark's deadlines; this meets 0.994, at more cost (median vs
-            # Static-min 0.674 -> 0.705 at 1.25x, 0.856 -> 0.935 at 1.5x).
+            # Counting the slowest as going out first met fewer of the planner benchmark's
+            # deadlines: docs/benchmarks/tuning-log.md#slowest-in-last-wave
             mean, slowest = self.pace[k]
             m = self.sizes[k]
             if k == 0 and 0 < self.live < w:
@@ -503,14 +483,11 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     The live instances pay no boot and are past their billing minimum; a plan that starts
     stage ``from_stage`` on more of them waits one boot latency for the new ones, billing the
     live ones meanwhile, which go on training: the stage's waves on all of them are over the
-    trials left once the new ones are up (counted at the mean pace). Counting the live ones
-    idle over that boot made a scale-up look dearer and slower than it is, so a re-plan that
-    needed a little more speed rented many more instances, which found little work once up
-    (an LCBench sweep at 1.25x: 45 launched at once, three terminated before their boot
-    ended); in the planner benchmark, ten seeds, cost against Static-min at 1.25x 0.650 ->
-    0.631, against the lower bound 1.234 -> 1.219. Holding the live count, and every static
-    count, are candidates, so the result is never dearer than keeping a fixed cluster that
-    meets the deadline.
+    trials left once the new ones are up (counted at the mean pace): counted idle, a scale-up
+    looked dearer and slower than it is
+    ([docs/benchmarks/tuning-log.md][live-instances-work]). Holding the live count, and every
+    static count, are candidates, so the result is never dearer than keeping a fixed cluster
+    that meets the deadline.
 
     ``paces`` gives, per planned stage (``from_stage`` first), the (mean, slowest) seconds per
     step of the trials it will train relative to the profile's (1.0: as profiled; missing
@@ -694,20 +671,13 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
     least two rungs remain), and take that shape when it still runs a whole halving ladder,
     i.e. at least ``eta ** (rungs - 1)`` of its trials fit, so one trial reaches
     ``max_resource``. The first rung ranks trials on the fewest steps, where rankings are least
-    reliable: on the measured curves this project replays (YAHPO LCBench, AlexNet on ImageNet),
-    the 81 trials a 243-trial halving keeps after one epoch end worse than 81 random ones
-    trained three epochs, and train fewer steps in all (to R = 27: 729 against 567)
-    (``benchmarks/planner.py --accuracy-shape`` prints both ways' accuracy). Hyperband (Li
-    et al., JMLR 2018) hedges over the same choice by running every bracket; this picks one.
+    reliable. Hyperband (Li et al., JMLR 2018) hedges over the same choice by running every
+    bracket; this picks one.
 
     ``first_reduction``: the shapes that start at ``min_resource`` cut their first rung to
     ``1/first_reduction`` (:class:`JobShape`), not ``1/eta``; a raised shape keeps ``eta``.
-    The other way to give an unreliable first ranking less say, with more breadth: on the
-    curves above, replayed offline at the cost each planned sweep trained, halving from one
-    epoch with the best half going on (about 79 configurations for that cost) ends at least as
-    well as ASHA in 445 of 480 comparisons, against 398 for a halving from three epochs
-    (``raise_min_resource``); run by the planner benchmark (re-planned, budgets judged online),
-    0.752 against 0.738 (``benchmarks/planner.py --accuracy-shape`` runs each way).
+    The other way to give an unreliable first ranking less say, with more breadth. Both
+    measured: [docs/benchmarks/tuning-log.md][first-rung].
 
     The accuracy proxy is the number of trials at a fixed rung schedule (r, R, eta): every
     trial still gets up to R steps if it survives, and successive halving keeps the best
@@ -731,10 +701,8 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
     ``feasible=False``, its reason saying so and ``inputs["step_scale"]`` the fraction. A
     sweep can run it and learn the real step times as it goes (its re-planner shrinks the
     job when they do not fit the cost budget), as one of a given size that is late on the
-    profile's estimate runs its fastest plan. (In the planner benchmark on LCBench 167185,
-    whose median configuration's 27 epochs take longer than the one-worker-per-trial
-    makespan, since its finalists train faster, 27 of 30 accuracy sweeps at 1.25x and 1.5x
-    that makespan had nothing to run without it.)
+    profile's estimate runs its fastest plan
+    ([docs/benchmarks/tuning-log.md][late-on-estimate]).
     """
     started = time.perf_counter()
     deadline = _deadline(deadline_s)

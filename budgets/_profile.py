@@ -341,10 +341,9 @@ def fit_segment_times(segments: Iterable[tuple[float, float, bool]], *,
     ``first_s`` is never negative. None when no segment has trained a step.
 
     A segment timed at zero still trained its steps and is fitted (a quick segment read on a
-    coarse clock; in the LCBench surrogate, configurations whose recorded time stops growing
-    after the first epochs: dropping them kept the fitted rate at the first epochs' cost, and a
-    sweep's next bracket unaffordable; planner benchmark accuracy 0.815 -> 0.825, every cost
-    figure unchanged); only when the rate would then be zero are they left out.
+    coarse clock: dropping them kept the fitted rate at the first epochs' cost, see
+    docs/benchmarks/tuning-log.md#zero-time-segments); only when the rate would then be zero
+    are they left out.
 
     >>> segments = [(1, 20.0, True), (1, 20.0, True), (2, 20.0, False), (6, 60.0, False)]
     >>> [round(v, 6) for v in fit_segment_times(segments, min_resumed=2)]

@@ -7,19 +7,9 @@ the best trials train faster. The controller asks :meth:`Reallocation.admit` bef
 scheduler start a new trial, and :meth:`Reallocation.width` for the number of GPUs of a segment
 of a trial that may have free GPUs.
 
-Simplified against the paper:
-
-- Admission is one inequality: a new trial is admitted while it could reach the top rung by the
-  deadline if it ran on ``max_gpus_per_trial`` GPUs from its first step
-  (``steps * s_per_step / s(max_gpus_per_trial) <= time_left``). The paper tracks the best
-  trials' progress and an accuracy ranking to decide when to stop exploring.
-- Widening is greedy and per segment: the width giving the largest projected time saved,
-  ``steps_left * s_per_step * (1/s(current) - 1/s(g))``, as long as that beats ``restart_s``;
-  among widths that save the same, the fewest GPUs. The paper re-balances all running trials
-  at once from a utility over the ranking and moves GPUs between trials that keep running.
-- Seconds per step are one figure for every trial (observed, on one GPU); the paper keeps one
-  estimate per trial.
-- There is no cost model: the policy is for a fixed cluster, as in the paper.
+Simplified against the paper (one inequality for admission, greedy per-segment widening, one
+seconds-per-step figure for every trial, no cost model): the list is in
+docs/concepts/planner.md#deadline-policy-hypersched.
 
 Example::
 

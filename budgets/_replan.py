@@ -35,17 +35,27 @@ from budgets._prices import InstanceType
 from budgets._profile import MIN_RESUMED, Profile
 from budgets._scaling import ReplanView
 
+# First-stage plans boot at this quantile: stage 0 waits for the slowest of its boots;
+# docs/benchmarks/tuning-log.md#first-stage-boot-quantile
 FIRST_STAGE_BOOT_QUANTILE = 0.9
-DEFAULT_MARGIN = 0.14  # of the time left, kept free by each plan (see Replanner)
-MAX_LATE = 1.5   # a stage that ran later than this many times its plan counts as this
+# The share of the time left each plan keeps free, since real waves end with their slowest
+# segment; chosen on the planner benchmark: docs/benchmarks/tuning-log.md#default-margin
+DEFAULT_MARGIN = 0.14
+# A stage that ran later than this many times its plan counts as this (calibration);
+# docs/benchmarks/tuning-log.md#max-late
+MAX_LATE = 1.5
 # Where between the prior's rate (0) and the one seen (1) a shape with a first cut of its own
-# is judged while only first segments have been seen (the 1/eta shapes: 0.5).
+# is judged while only first segments have been seen (the 1/eta shapes: 0.5), since its wider
+# second stage costs more; chosen on the planner benchmark:
+# docs/benchmarks/tuning-log.md#first-cut-weight
 FIRST_CUT_WEIGHT = 0.75
 # The share of its margin a sweep with a cost budget keeps free of the budget left when it
-# judges whether it must promote fewer trials (on the cheapest plan for the rest).
+# judges whether it must promote fewer trials (on the cheapest plan for the rest); chosen on
+# the planner benchmark: docs/benchmarks/tuning-log.md#cut-margin-share
 CUT_MARGIN_SHARE = 0.5
 # The share of the time left a later stage's plan at the middle rate keeps free (see
-# _first_steps_hedge).
+# _first_steps_hedge): less time is left there to make up for a rate too low;
+# docs/benchmarks/tuning-log.md#first-steps-hedge
 LATER_HEDGE_MARGIN = 0.4
 
 
@@ -71,128 +81,30 @@ class Replanning(Protocol):
 
 class Replanner:
     """Plans the rest of a synchronous-SHA sweep from what it has observed (pure: no clock, no
-    I/O; the controller calls it and stores what it returns).
+    I/O; the controller calls it at rung boundaries and on drift, and stores what it returns).
 
-    Each call starts from a fresh copy of ``profile`` and feeds it the observed seconds per
-    step (fitted apart from a trial's dearer first segment, see
-    :func:`budgets.fit_segment_times`, whose extra becomes ``first_segment_s``), weighted by
-    the number of segments behind it (so the profile's prior counts as ``prior_weight``
-    segments), then calls :func:`plan_remaining` from the current stage with the live
-    instances and without the current stage's trials already done (``view.stage_done``).
-    When the view ranks the current stage's trials with their own paces, each stage left is
-    planned with the paces of the trials likely to be in it (:func:`budgets.stage_paces`): the
-    pending ones now, the best-ranked ones later.
+    Each call fits a fresh copy of ``profile`` to the observed seconds per step (a trial's
+    dearer first segment apart, :func:`budgets.fit_segment_times`) and calls
+    :func:`plan_remaining` from the current stage, with the live instances, the stage's trials
+    already done and, where the view ranks them, the paces of the trials likely to be in each
+    stage left (:func:`budgets.stage_paces`). Each plan keeps ``margin`` of the time left free
+    (the model's waves end with their mean segment, the real ones with their slowest); plans
+    made in the first stage take the boot latency at its 0.9 quantile (stage 0 needs its whole
+    cluster up); a stage that ran later than its first plan has the stages left planned that
+    much longer (up to 1.5x). While only a trial's first steps have been seen, a plan on their
+    rate that is late, or on time only with the whole stage at once, gives way to the plan at
+    the geometric middle of the prior's rate and the fitted one.
 
-    With a profile that has ``step_costs`` (a run's first steps dearer than its later ones, known
-    from an earlier run), the controller counts each finished segment's steps at those costs,
-    so the seconds per step it reports are a later step's even in the first stage, and fits no
-    separate first-segment extra (the step costs hold it).
-
-    Plans made in the first stage (the initial one included) take the boot latency at its 0.9
-    quantile, not its mean: stage 0 needs its whole cluster, which is up only when the
-    *slowest* of its ``w`` boots is over (the maximum of ``w`` draws lies near the top of the
-    range for any sizeable ``w``: its mean is the ``w / (w + 1)`` quantile of a uniform), and
-    time lost before the first segment can only be won back by renting more later. Re-plans
-    from stage 1 on add instances while the live ones keep working, so a late boot costs them
-    less: they use the mean (or ``boot_s``) as :func:`plan_cost_min` does.
-
-    The model's own error is measured as the sweep goes: at each stage's first re-plan, the
-    stage before is compared with the first plan made for it, and the stages left are planned
-    that much longer (as ``straggler``; the worst stage so far counts, up to 1.5x). Stages
-    that end early change nothing: an early end is already in the time left.
-
-    Each plan aims ``margin`` of the time left before the deadline: the model's waves end
-    with their mean segment, the real ones with their slowest, and a sweep late by a second
-    has not done the job. When no plan keeps the margin, the cheapest plan that ends by the
-    deadline itself is taken before the fastest (dearest) one. The default margin,
-    ``DEFAULT_MARGIN`` = 0.14, was 0.10: the planner benchmark's cost sweeps replayed on ten
-    seeds met 0.981 of their deadlines at 0.10, 0.991 at 0.12, 0.994 at 0.14 and 0.988 at
-    0.16 (cost against Static-min at 1.25x 0.631, 0.631, 0.639, 0.654); on all 26 resumable
-    tasks of the shared data (seeds 10-19, 1,040 sweeps) 39 missed at 0.10, 30 at 0.12, 27 at
-    0.14 and 23 at 0.20, the bills the same within 0.5 % (geometric mean per deadline) up to
-    0.14 and 0.8-1.5 % dearer at 0.20. With a cost budget the margin is also kept free of the
-    budget left: accuracy against ASHA 0.821 at 0.10, 0.833 at 0.14 (five seeds).
-
-    While the rate fitted is a first segment's (only first segments seen, or, from the second
-    stage on, fewer than five resumed ones), a plan on it that is late, or on time only by
-    running the whole stage at once, gives way to the plan at the geometric middle of the
-    prior's rate and the fitted one, when that one keeps the margin
-    (:meth:`_first_steps_hedge`: a run's first steps are often its dearest, and renting for
-    the fastest plan of a case all but lost on their rate buys little). When that rate is
-    below the prior's, the plan is made at the middle outright: the first steps may as well
-    be a run's cheapest (on two LCBench tasks a tenth of the configurations train their
-    10th-27th epochs at least 1.58x and 1.96x slower per step than their 2nd-9th), and a plan
-    on them leaves the last stages, which cannot be sped up, too little time. On the 26
-    resumable tasks of the shared data (seeds 10-19, the planner benchmark's planner sweeps
-    replayed), deadlines met 0.942 -> 0.959 (0.9625 with the live instances' work counted,
-    :func:`plan_remaining`); on the benchmark's own cases (ten seeds) no change beyond noise.
-
-    With a ``cost_budget_usd`` (the sweep whose number of trials the planner chose, SEER's
-    problem), a re-plan whose plan no longer fits the deadline, or whose predicted cost passes
-    the budget left (less the margin), cuts the job:
-
-    * in the first stage, while admission is open: the most trials, no fewer than
-      ``view.started``, whose plan fits both; the plan carries that ``num_trials``, and the
-      controller closes admission there. A trial's first steps are often its dearest (a
-      first epoch that warms caches; YAHPO's LCBench epochs 1-3 take about 3x a later one),
-      and nothing but first segments has been seen yet: so this is judged with the seconds
-      per step at the geometric middle of the prior's and the fitted ones (the segments seen
-      keep their cost), and the plan followed keeps the fitted rate. Once admission closes
-      it cannot reopen, so a pessimistic judgement here loses trials for good, and the cut
-      below undoes an optimistic one; until then a later re-plan may give trials back;
-    * from then on, when even the cheapest plan for the rest (no deadline: the work, as the
-      controller releases instances idle behind a straggler) costs more than the budget left,
-      less half the margin (``CUT_MARGIN_SHARE``: that plan bills no idle instance already, a
-      cut can still be made, or given back, until its stage is decided, and the ledger stops
-      a sweep before it overspends; a trial not promoted is lost for good): fewer promotions
-      (in the planner benchmark, judged at the whole margin 0.779 of the accuracy
-      comparisons were won, at half of it 0.802, with none 0.800; on ten seeds 0.769, 0.789
-      and 0.785). The plan promotes the most trials into the next stage (``1/eta`` of those
-      into each later one) whose cheapest plan fits, at least one; the controller limits the
-      scheduler's stages to the plan's
-      (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`; a later re-plan may give a
-      cut back until the stage is decided). A sweep the ledger stops before its last rung
-      has only half-trained results; one that promotes fewer ends its best trials.
-      Lateness alone cuts nothing here (HyperSched's admission control at the deadline is
-      the controller's);
-    * and when the rest fits the budget left with room to spare, once admission has closed:
-      more promotions. The plan promotes the most trials into the next stage (up to all of
-      the current one's; ``1/eta`` of those into each later one, never fewer than halving
-      would) whose plan on time is feasible and fits the budget left, less the margin; the
-      controller widens the scheduler's stages to the plan's
-      (:meth:`tuner.schedulers.SuccessiveHalving.widen_stage`), and re-plans once more as
-      each stage's last jobs are handed out, when most of its costs are known. Admission
-      can only judge the later steps' cost, so it often leaves budget unspent; synchronous
-      halving prunes for good, and a trial ranked just below the cut (a late bloomer, which
-      ASHA's promotions let through) is what that budget buys.
-
-    Budget judgements use the geometric middle of the prior's rate and the fitted one until
-    a segment of the second stage has ended: till then the fit has a trial's first steps
-    only. A shape with a first cut of its own (``JobShape.first_reduction``: half of the
-    first stage goes on, say) is judged three quarters of the way from the prior's rate to
-    the fitted one (``FIRST_CUT_WEIGHT``, in logarithms): its first stage is one short rung
-    of first steps, and its second stage holds more of the trials than ``1/eta``, so the
-    middle admits more than the later stages can pay for. (In the planner benchmark,
-    halving from one epoch with half going on won 0.621 of the accuracy comparisons judged
-    at the middle, with 103 of 480 sweeps stopped by the budget, 0.762 at three quarters,
-    0.760 at 0.85 and 0.752 at the fitted rate; halving from three epochs with ``1/eta``
-    cuts, 0.738 at the middle and 0.719 at the fitted rate.)
-
-    Plans follow the stage sizes the scheduler runs (``view.stage_sizes``), so a cut, a
-    widened stage, or a resumed sweep's, is planned as it stands.
-
-    Such a sweep whose bracket ends with time and budget left asks :meth:`next_bracket` for
-    another (the controller's ``more_brackets``). A later bracket is judged on the fitted
-    rates alone (they hold later steps by then) and promotes no more than ``1/eta`` (its
-    leftover budget is the next bracket's: in the planner benchmark, widening later brackets
-    won 0.808 of the accuracy comparisons against 0.815, their widened stages running out of
-    budget before the top rung).
-
-    Each plan returned carries in ``inputs["solve_s"]`` the seconds its whole call took (every
-    plan the call solved to choose it), not only its own solve.
+    With ``cost_budget_usd`` (a sweep whose number of trials the planner chose, SEER's
+    problem) it also closes admission early, promotes fewer trials when even the cheapest
+    plan for the rest passes the budget left, promotes more when the budget leaves room
+    (:meth:`tuner.schedulers.SuccessiveHalving.limit_stage`, ``widen_stage``), and plans
+    further brackets (:meth:`next_bracket`). Each plan returned carries in
+    ``inputs["solve_s"]`` the seconds its whole call took.
 
     Keyword arguments (``gpus_per_trial``, ``max_workers``, ``straggler``, ...) are passed to
-    :func:`plan_remaining`.
+    :func:`plan_remaining`. Every rule in full: [docs/concepts/planner.md][inside-the-re-planner];
+    how its constants were chosen: [docs/benchmarks/tuning-log.md][replanner-choices].
     """
 
     def __init__(self, shape: JobShape, profile: Profile, instance: InstanceType,
@@ -245,8 +157,7 @@ class Replanner:
         left less the margin; no more than ``max_trials`` less ``trials_so_far`` (a finite
         space), nor than the first bracket was planned with (with all of both budgets: a
         larger one would rest on the fitted steps alone, which leave out what a segment costs
-        around them, dispatch and start-up; on quick local trials, a second bracket planned
-        18 times the first's size had a quarter of its trials started by the deadline).
+        around them, dispatch and start-up: [docs/benchmarks/tuning-log.md][later-brackets]).
         None without a cost budget (a sweep of a given shape runs it as given). The new
         bracket is then the one re-planned (:meth:`begin_bracket`)."""
         if self.cost_budget_usd is None:
@@ -409,10 +320,9 @@ class Replanner:
         if view.stage == 0 and view.started < self.shape.num_trials:
             return self._admit(view, profile, judge, plan, at)
         # Whether the rest is affordable is judged on its cheapest plan: the plan followed
-        # keeps the deadline, and its model bills every instance until its stage's slowest
-        # trial ends, where the controller lets the ones idle behind a straggler go (on the
-        # AlexNet curves it predicted 1.6x what the last stages then cost). Lateness alone
-        # cuts nothing here: fewer promotions would not buy the time back.
+        # bills the instances the controller lets go behind a straggler
+        # (docs/benchmarks/tuning-log.md#cheapest-plan-judgement). Lateness alone cuts
+        # nothing here: fewer promotions would not buy the time back.
         if self._affordable(self._plan(judge, paces=paces, sizes=sizes, free=True, **at), view,
                             self.margin * CUT_MARGIN_SHARE):
             if self.bracket > 0:
@@ -448,21 +358,11 @@ class Replanner:
         stage on, ``LATER_HEDGE_MARGIN`` of the time left: less time is left to make up for a
         rate too low); else None.
 
-        The first stage is made of first segments, so its own cost is known; the later steps'
-        is not, and a run's first epoch is often its dearest (on the LCBench curves 2.3x to
-        6.9x a later one). A plan on the first segments' rate for every step is then late, or
-        needs its fastest first stage, and renting for that buys speed for a case lost, or all
-        but lost, on a rate that is not the later steps' (in the planner benchmark, 80 to 105
-        instances for 81 trials at 3x the makespan, the sweep done in half its time). Where
-        the first segments cost what the prior says, the middle is the fitted rate and nothing
-        changes. Measured on the planner benchmark's cases (ten seeds), cost against
-        Static-min at 1.25x / 1.5x / 3x / 6x: 0.685 / 0.884 / 1.021 / 1.003 before; 0.662 /
-        0.856 / 1.021 / 1.003 (worst 1.690 -> 1.437) with the late plans only; 0.650 / 0.856 /
-        1.023 / 1.003 with those on time only at once too; 0.650 / 0.856 / 1.017 / 1.003
-        (lower bound 1.242 -> 1.234) with the second stage's re-plans too until five resumed
-        segments have ended; deadlines met 0.991 in all four. The middle taken without the
-        margin kept met 0.988; in the second stage with the usual margin (then 0.1), 0.981 on
-        five seeds (against 0.994), with 0.2, 0.988, with 0.4 0.994."""
+        The first stage's own cost is known, the later steps' is not, and a run's first epoch
+        is often its dearest: renting for the fastest plan on its rate buys speed for a case
+        lost, or all but lost, on a rate that is not the later steps'. Where the first
+        segments cost what the prior says, the middle is the fitted rate and nothing changes.
+        Measured on the planner benchmark: docs/benchmarks/tuning-log.md#first-steps-hedge."""
         middle = self._hedged(profile, gpus)
         if middle is profile:
             return None

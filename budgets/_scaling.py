@@ -104,21 +104,16 @@ class FollowPlan:
 
     A re-plan that asks for fewer workers while jobs wait for a slot lets none go: the work
     is the same whoever runs it (billing is per second) and their boots are paid, so a worker
-    let go there only makes the stage later, and the next re-plan that asks for more boots
-    another (in the planner benchmark, 3x deadlines 1.038 -> 1.026 of Static-min's cost, and
-    on ten seeds deadlines met 0.988 -> 0.991). Except where the re-planner may cut the stage
-    under way (``ScaleView.cuts_stages``, a sweep with a cost budget): segments started beyond
-    the plan's count are then stopped unfinished, and the trials ranked at the cut are fewer
-    (accuracy against ASHA 0.825 -> 0.810 when kept there too).
+    let go there only makes the stage later
+    ([docs/benchmarks/tuning-log.md][hold-workers]). Except where the re-planner may cut the
+    stage under way (``ScaleView.cuts_stages``, a sweep with a cost budget): segments started
+    beyond the plan's count are then stopped unfinished, and fewer trials are ranked at the cut.
 
     While the stage waits for stragglers, it holds no more than the plan's count for the stage
-    either: a re-plan near a stage's end plans it for the trials still running, so the workers
-    the next stage needs go until its planned start is a boot away, and are launched again
-    then. Keeping them whenever the next stage's work is near (as ``next_work_s`` judges it)
-    saves those boots but holds them idle behind stragglers that run long past their
-    expected end: in the planner benchmark's cost sweeps (ten seeds) 1.2 % / 1.1 % / 0.2 %
-    / 0.1 % dearer at 1.25x / 1.5x / 3x / 6x (geometric mean, each case paired with itself),
-    up to 1.15x (LCBench 146212). Deadlines met were the same.
+    either: the workers the next stage needs go until its planned start is a boot away, and
+    are launched again then; keeping them whenever that work is near holds them idle behind
+    stragglers that run long past their expected end
+    ([docs/benchmarks/tuning-log.md][release-behind-stragglers]).
     """
 
     def __init__(self, plan: Plan, boot_s: float | None = None) -> None:

@@ -2,17 +2,13 @@
 survivors, and on-demand whenever the deadline could not absorb one more preemption.
 
 Spot capacity costs a third of on-demand but can be taken back at any moment; a preempted
-segment loses the work since its checkpoint and waits for a replacement VM to boot. Synchronous
-successive halving makes the trade easy to see: the first rungs are many short, cheap segments
-whose loss delays one stage by a segment at most, while the last rung is a few long segments on
-the critical path. :class:`SpotPolicy` puts the exploratory rungs on spot and, in ``exploratory``
-mode, the last rung on on-demand; in both modes it applies the safety net of Wu et al., "Can't
-Be Late: Optimizing Spot Instance Savings under Deadlines" (NSDI '24): once the slack before the
-deadline (time left less the time the rest of the job needs on on-demand capacity) falls below
-the cost of one more preemption (a boot plus a lost segment), every new instance is on-demand,
-and stays so (switching back and forth pays the changeover each time). The controller asks at
-every scaling step; when the answer is on-demand it drains its spot instances (each finishes
-the segment it runs) and buys on-demand ones in their place.
+segment loses the work since its checkpoint and waits for a replacement VM to boot. The first
+rungs' short segments risk little, the last rung's long ones are on the critical path.
+:class:`SpotPolicy` puts the exploratory rungs on spot and, in ``exploratory`` mode, the last
+rung on on-demand; in both modes, once the slack before the deadline falls below the cost of
+one more preemption (a boot plus a lost segment), every new instance is on-demand for good: the
+safety net of Wu et al., "Can't Be Late: Optimizing Spot Instance Savings under Deadlines"
+(NSDI '24). How the controller applies it: docs/guides/spot.md#spot-where-it-is-safe.
 
 Hand-written: the rule is a comparison of three durations; no library decides this.
 

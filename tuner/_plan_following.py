@@ -39,24 +39,17 @@ log = logging.getLogger("tuner._controller")
 
 # Between segment ends, how often (in ticks) running segments are checked against the fit.
 OVERDUE_CHECK_TICKS = 20
-# A re-plan when the fitted seconds per step differ from the plan's by more than this share
-# (0.10 was tried: deadlines met 0.944 against 0.969 in the planner benchmark).
+# A re-plan when the fitted seconds per step differ from the plan's by more than this share;
+# a tighter band cost deadlines on the planner benchmark: docs/benchmarks/tuning-log.md#drift
 DRIFT = 0.25
 # While a stage waits for a segment running past its expected end, that segment is expected
 # to run this share of its age again (a long-tailed duration: the longer it has run, the
-# longer it will), when deciding whether the next stage's workers may go meanwhile. Planner
-# benchmark, median cost vs Static-min at 1.25x / 1.5x / 3x / 6x, worst case, vs the lower
-# bound, deadlines met: ending now (before) 0.675 / 0.865 / 1.019 / 1.011, 1.697, 1.281,
-# 0.981; 0.5: 0.674 / 0.856 / 1.019 / 1.011, 1.671, 1.261, 0.981; 1: deadlines met 0.944
-# (the next stage waits for boots). As much again as the overrun (not the age): 1.671 at
-# worst, but 0.685 at 1.25x.
+# longer it will), when deciding whether the next stage's workers may go meanwhile; chosen on
+# the planner benchmark: docs/benchmarks/tuning-log.md#overdue-again
 OVERDUE_AGAIN = 0.5
 # A sweep with a cost budget (the planner chose its shape) counts twice its age again: there
-# an idle worker spends the budget that buys trials and promotions (on LCBench 167152, seed
-# 2, at 1.25x and 1.5x the budget, 81 instances waited six minutes for the first stage's
-# slowest first epochs, and the budget ran out in the second stage). Planner benchmark,
-# accuracy (0.5 before): 1: 0.771, 2: 0.779, 4: 0.773; for a cost-minimising sweep, 1 already
-# cost deadlines (0.956 met, see above).
+# an idle worker spends the budget that buys trials and promotions; chosen on the planner
+# benchmark: docs/benchmarks/tuning-log.md#overdue-again-budget
 OVERDUE_AGAIN_BUDGET = 2.0
 # The store's meta key of the re-planner's calibration (``Replanner.calibration``).
 CALIBRATION_KEY = "replanner_calibration"
@@ -147,13 +140,10 @@ class PlanFollowing:
         is expected to end (the fitted seconds per step times the trial's pace) and the next
         stage's jobs appear, for :class:`budgets.FollowPlan`. A segment already running past
         its expected end is expected to run ``OVERDUE_AGAIN`` of its age again
-        (``OVERDUE_AGAIN_BUDGET`` in a sweep with a cost budget; first
-        segments have no pace of their own, and trials differ tenfold in step cost on some
-        curve sets: counting such a straggler as ending now held the next stage's workers
-        idle behind it for many minutes). (0.8 of the expected time was tried: the
-        stragglers that matter run past it, and nothing changed in the planner benchmark.)
-        None when that is not the case or not known (a segment not started yet, nothing
-        fitted)."""
+        (``OVERDUE_AGAIN_BUDGET`` in a sweep with a cost budget): counting such a straggler as
+        ending now held the next stage's workers idle behind it
+        (docs/benchmarks/tuning-log.md#overdue-again). None when that is not the case or not
+        known (a segment not started yet, nothing fitted)."""
         again = OVERDUE_AGAIN_BUDGET if self.cuts_stages else OVERDUE_AGAIN
         waiting = self._stage_wait(now, overdue_again=again)
         return max(waiting[0]) if waiting else None

@@ -240,13 +240,12 @@ def late_only(sweep: SweepConfig, plan: Plan) -> bool:
     runs that plan rather than being refused: the lateness is the profile's estimate (its
     ``seconds_per_step`` a prior, 1 s when not given), the re-planner learns the real step
     times from the first segments, and the controller ends the sweep at the time budget with
-    the best result so far (in the planner benchmark on LCBench 167185, seeds 0-4, the first
-    plan for 81 trials was late in 9 of the 10 sweeps at 1.25x and 1.5x the makespan, and all
-    10 run so met their deadlines, at 0.67-0.80 of them). A sweep whose number of trials the
-    planner chooses runs, likewise, the plan made at the largest fraction of the profile's
-    step times under which one trial ends in time (``inputs["step_scale"]``; its re-planner
-    starts from that fraction and shrinks the job when what it measures does not fit the cost
-    budget). A sweep whose plan is over the cost budget even so is still refused."""
+    the best result so far (measured: docs/benchmarks/tuning-log.md#late-on-estimate). A
+    sweep whose number of trials the planner chooses runs, likewise, the plan made at the
+    largest fraction of the profile's step times under which one trial ends in time
+    (``inputs["step_scale"]``; its re-planner starts from that fraction and shrinks the job
+    when what it measures does not fit the cost budget). A sweep whose plan is over the cost
+    budget even so is still refused."""
     deadline, budget = sweep.time_budget_s, sweep.cost_budget_usd
     if "step_scale" in plan.inputs:     # the count chosen at a fraction of the step times
         return (deadline is not None

@@ -2,39 +2,10 @@
 
 ``make_app(root_or_dir, token=None)`` returns a FastAPI app; ``elastune dashboard`` serves it
 (see :func:`tuner.dashboard.serve`). ``root_or_dir`` is one experiment directory or a folder
-holding several (searched three levels deep). An experiment's *name* is its directory's path
-relative to the root (with ``/``), or the directory's own name when the root is an experiment.
-
-Pages
-    ``GET /``                      experiments index, with a best-score-vs-spend scatter
-    ``GET /e/{name}``              one experiment: charts and the trials table, live
-
-JSON API (all ``GET``; times in seconds since the sweep started, money in US dollars)
-    ``/api/experiments``           every experiment under the root: state, best, spend,
-                                   budgets, trial counts, wall time
-    ``/api/e/{name}/summary``      ``elastune status --json``'s document plus page details
-    ``/api/e/{name}/version``      ``{"version": ...}``: changes whenever the store does
-    ``/api/e/{name}/best``         best score so far against time (``t_s``) and spend
-    ``/api/e/{name}/spend``        spent and committed (the ledger's forecast) over time,
-                                   budgets, and a projection while the sweep runs
-    ``/api/e/{name}/workers``      planned vs actual workers, plans made, preemptions
-    ``/api/e/{name}/curves``       learning curves: ``?top=20&sample=180&points=200``
-    ``/api/e/{name}/parallel``     parameters vs score: ``?limit=2000`` (best first)
-    ``/api/e/{name}/trials``       one page of trials: ``?sort=value|number|...|params.NAME
-                                   &order=asc|desc&state=pruned,completed&q=TEXT&offset=0
-                                   &limit=50`` (limit at most 500)
-    ``/api/e/{name}/timeline``     segments per worker: ``?workers=60&segments=6000``
-    ``/api/e/{name}/bundle``       all of the above in one answer (what the page loads)
-    ``/static/plotly.min.js``      plotly.js from the installed ``plotly`` package (no CDN)
-
-Errors: ``400`` for a malformed name or argument (the body's ``detail`` names it), ``404`` for
-an unknown experiment. A name never leaves the root: only ``[A-Za-z0-9_][A-Za-z0-9_.-]*`` parts
-are accepted, and the resolved directory must lie inside the root.
-
-With a ``token``, every request (pages, API, static files) must carry it: ``?token=T`` (a page
-opened that way also sets an HttpOnly cookie for the rest), an ``Authorization: Bearer T`` or
-``X-Elastune-Token: T`` header, or the ``elastune_token`` cookie. Missing: ``401``; wrong:
-``403``. The full reference is ``docs/dashboard-api.md``.
+holding several (searched three levels deep); an experiment's *name* is its directory's path
+relative to the root, and a name never leaves the root. With a ``token``, every request must
+carry it. The pages, every endpoint, its arguments and errors, and how the token is passed:
+docs/dashboard-api.md.
 """
 
 from __future__ import annotations

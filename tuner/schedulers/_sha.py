@@ -24,11 +24,9 @@ class SuccessiveHalving(_RungScheduler):
     stage's size less the trials still to report there (each of those could rank above it,
     none can push it out). The trials promoted, and so every result, are those above; the
     next stage's work starts while the stage waits for its stragglers, rather than its
-    workers waiting with them (in the planner benchmark, the stage tails' idle share of the
-    planner's bill fell from 0.115 to 0.035 at its tightest deadlines, and the
-    one-worker-per-trial makespan by 8 %). Not for a stage that a re-plan may still cut
-    (:meth:`limit_stage`, :meth:`widen_stage` refuse to change its sizes once it has promoted
-    early).
+    workers waiting with them ([docs/benchmarks/tuning-log.md][early-promotion-idle-share]).
+    Not for a stage that a re-plan may still cut (:meth:`limit_stage`, :meth:`widen_stage`
+    refuse to change its sizes once it has promoted early).
 
     Example:
 
