@@ -23,6 +23,11 @@ class CheckpointStorageFull(OSError):
     trial would fail the same way), cleanly, with this message."""
 
 
+class SegmentRevoked(RuntimeError):
+    """The controller gave this segment to another worker (this one was cut off or frozen
+    past its lease): what it trained is not kept."""
+
+
 class TrialContext:
     """Handed to ``trainable(params, ctx)`` on a worker.
 
@@ -78,7 +83,12 @@ class TrialContext:
         self.current_step = max(self.current_step, step)
 
     def checkpoint(self, state: Any) -> None:
-        """Save ``state`` as this trial's checkpoint at the current step."""
+        """Save ``state`` as this trial's checkpoint at the current step (not if the segment
+        was given to another worker meanwhile: it would overwrite what that one trains)."""
+        seg = self._segment
+        if seg.revoked_key and self._redis.sismember(seg.revoked_key, seg.segment_id):
+            raise SegmentRevoked(f"segment {seg.segment_id} was given to another worker; "
+                                 "its checkpoint is not written")
         try:
             save_checkpoint(self.checkpoint_dir, self.current_step, state)
         except OSError as exc:
