@@ -78,8 +78,11 @@ def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> lis
     """
     provider = sweep.provider
     if provider.type in ("local", "pool"):
-        # (a pool is planned as local workers of provider.slots GPUs at its price)
-        return [InstanceType("local", "local", "slot", provider.slots, 0, 0.0, "local",
+        # (a pool is planned as local workers that each fit a trial, at its price: its
+        # members say their own slots when they join)
+        slots = (provider.slots if provider.type == "local"
+                 else max(provider.slots, sweep.gpus_per_trial))
+        return [InstanceType("local", "local", "slot", slots, 0, 0.0, "local",
                              provider.price_per_hour)]
     book = book or PriceBook()
     region = provider.region

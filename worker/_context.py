@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,8 @@ import redis
 
 from worker._checkpoints import load_checkpoint, save_checkpoint
 from worker.records import Report, Segment
+
+log = logging.getLogger(__name__)
 
 _STOP_POLL_S = 0.05
 # Out of space, over quota, past the file-size limit, or read-only: no checkpoint can be kept.
@@ -87,6 +90,8 @@ class TrialContext:
         was given to another worker meanwhile: it would overwrite what that one trains)."""
         seg = self._segment
         if seg.revoked_key and self._redis.sismember(seg.revoked_key, seg.segment_id):
+            log.warning("segment %s was given to another worker while this one was away: "
+                        "its checkpoint is not written", seg.segment_id)
             raise SegmentRevoked(f"segment {seg.segment_id} was given to another worker; "
                                  "its checkpoint is not written")
         try:
