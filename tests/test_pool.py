@@ -41,8 +41,9 @@ class Pool:
         self.url, self.name, self.log = url, name, log
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, worker: str, *extra: str, cwd: Path = ROOT, pythonpath: bool = True
-              ) -> subprocess.Popen[bytes]:
+    def start(self, worker: str, *extra: str, cwd: Path = ROOT, pythonpath: bool = True,
+              insecure: bool = True) -> subprocess.Popen[bytes]:
+        """``insecure``: accept the loopback broker without TLS (``--insecure``)."""
         env = dict(os.environ, ELASTUNE_BROKER_URL=self.url)
         if pythonpath:
             env["PYTHONPATH"] = str(ROOT)
@@ -57,7 +58,7 @@ class Pool:
         out = open(self.log / f"{worker}.log", "wb")   # noqa: SIM115 - the child's
         proc = subprocess.Popen(
             [sys.executable, "-m", "worker", "--pool", self.name, "--name", worker,
-             "--insecure", *extra], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+             *(["--insecure"] if insecure else []), *extra], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True)
         out.close()
         self.procs[worker] = proc
@@ -305,3 +306,77 @@ def test_a_worker_that_cannot_import_the_trainable_leaves_and_costs_no_failure(
     assert (result.trials["failures"] == 0).all()
     store = Store(tmp_path / "exp", readonly=True)
     assert {s["state"] for s in store.segments() if s["instance_id"] == "no-code"} == {"lost"}
+
+
+def _tls_redis_server() -> str | None:
+    """A redis-server on the PATH (Debian's is built with TLS; the embedded one, which is not,
+    lives elsewhere), or None."""
+    import shutil
+
+    return shutil.which("redis-server")
+
+
+@pytest.fixture
+def tls_broker(tmp_path) -> Iterator[tuple[str, Path]]:
+    """A password-protected redis-server on rediss:// with a self-signed certificate for
+    127.0.0.1; yields the URL and the certificate (the CA to trust)."""
+    from tests._redis_tcp import free_port
+
+    server = _tls_redis_server()
+    if server is None:
+        pytest.skip("no redis-server on the PATH (Debian's redis-server has TLS)")
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    port = free_port()
+    conf = folder / "redis.conf"
+    conf.write_text(f"port 0\ntls-port {port}\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"
+                    f"dir {folder}\nrequirepass pw\ntls-cert-file {cert}\ntls-key-file {key}\n"
+                    f"tls-ca-cert-file {cert}\ntls-auth-clients no\n")
+    proc = subprocess.Popen([server, str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, password="pw", ssl=True,
+                             ssl_ca_certs=str(cert))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no TLS redis"
+                time.sleep(0.05)
+        yield f"rediss://:pw@127.0.0.1:{port}/0", cert
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_pool_on_a_tls_broker_with_a_self_signed_certificate(tls_broker, tmp_path,
+                                                               monkeypatch):
+    url, cert = tls_broker
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))     # the private CA, for both sides
+    logs = tmp_path / "worker-logs"
+    logs.mkdir()
+    workers = Pool(url, "tls-pool", logs)
+    try:
+        workers.start("tw1", insecure=False)
+        client = redis.Redis.from_url(url, ssl_ca_certs=str(cert))
+        deadline = time.monotonic() + 30
+        while not client.hexists(members_key("tls-pool"), "tw1"):
+            assert time.monotonic() < deadline, (logs / "tw1.log").read_text()[-2000:]
+            time.sleep(0.05)
+        log = _runs(tmp_path / "log")
+        sweep = _sweep(log)
+        sweep["provider"]["name"] = "tls-pool"
+        sweep["num_trials"] = 3
+        result = tune(sweep, time_budget="2m", cost_budget=None,
+                      experiment_dir=tmp_path / "exp", broker_url=url)   # (no --insecure)
+        assert result.state == "finished"
+        assert {s["instance_id"] for s in Store(tmp_path / "exp", readonly=True).segments()} \
+            == {"tw1"}
+    finally:
+        workers.stop()
