@@ -5,6 +5,7 @@ from cloud._aws import AwsProvider
 from cloud._bootstrap import secret_uri, startup_script
 from cloud._gcp import GcpProvider
 from cloud._local import DEFAULT_PRICE_PER_HOUR, LocalProvider
+from cloud._pool import PoolProvider, SharedPool
 from cloud._provider import (
     AuthError,
     Bootstrap,
@@ -30,10 +31,12 @@ __all__ = [
     "LocalProvider",
     "Node",
     "NotFoundError",
+    "PoolProvider",
     "Provider",
     "ProviderError",
     "QuotaError",
     "Scaling",
+    "SharedPool",
     "ThrottledError",
     "reconcile",
     "secret_uri",

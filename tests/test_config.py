@@ -557,7 +557,7 @@ def test_every_key_error_names_it():
             (">= 1",),
         ),
         ({"scheduler": "asha"}, "scheduler", ("'asha'",)),
-        ({"provider": {"type": "azure"}}, "provider.type", ("'local', 'aws' or 'gcp'",)),
+        ({"provider": {"type": "azure"}}, "provider.type", ("'local', 'aws', 'gcp' or 'pool'",)),
         ({"provider": {"workers": 0}}, "provider.workers", (">= 1",)),
         ({"provider": {"slots": True}}, "provider.slots", ("integer",)),
         ({"provider": {"price_per_hour": -1}}, "provider.price_per_hour", (">= 0",)),
@@ -946,3 +946,39 @@ def test_a_none_budget_override_removes_the_budget_whatever_the_sweep_is_given_a
         cfg = load_sweep(sweep, time_budget=None)
         assert cfg.time_budget_s is None and cfg.cost_budget_usd == 2.0
         assert load_sweep(sweep, provider=None).time_budget_s == 600.0
+
+
+@pytest.mark.parametrize(("provider", "field"), [
+    ({"type": "pool"}, "provider.name"),
+    ({"type": "pool", "name": "gpu a"}, "provider.name"),
+    ({"type": "pool", "name": "a", "workers": 4}, "provider.workers"),
+    ({"type": "pool", "name": "a", "slots": 2}, "provider.slots"),
+    ({"type": "pool", "name": "a", "scaling": "plan"}, "provider.scaling"),
+    ({"type": "pool", "name": "a", "wait_for_workers": "soon"}, "provider.wait_for_workers"),
+    ({"type": "pool", "name": "a", "storage": "s3://bucket/x"}, "provider.storage"),
+    ({"type": "local", "name": "a"}, "provider.name"),
+    ({"type": "aws", "min_workers": 2}, "provider.min_workers"),
+])
+def test_pool_keys_are_checked(provider, field):
+    from tuner import load_sweep
+
+    base = {"trainable": "operator:add", "metric": "acc",
+            "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9}}
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_sweep({**base, "provider": provider})
+
+
+def test_a_pool_sweep_plans_on_its_min_workers_at_no_price_unless_given():
+    from tuner import load_sweep
+
+    base = {"trainable": "operator:add", "metric": "acc",
+            "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9},
+            "budget": {"time": "10m"}}
+    p = load_sweep({**base, "provider": {"type": "pool", "name": "gpu-a", "min_workers": 3,
+                                         "wait_for_workers": "90s"}}).provider
+    assert (p.workers, p.price_per_hour, p.wait_for_workers_s, p.follows_plan) == (
+        3, 0.0, 90.0, False)
+    again = load_sweep({**base, "provider": p.model_dump(mode="json")}).provider
+    assert again == p                          # a stored pool sweep loads back the same
+    assert load_sweep({**base, "provider": {"type": "pool", "name": "a",
+                                            "price_per_hour": 2.5}}).provider.price_per_hour == 2.5

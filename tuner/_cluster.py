@@ -17,7 +17,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from budgets import Clock, Ledger, billed
-from cloud import CapacityError, Node, Provider, QuotaError, ThrottledError, reconcile
+from cloud import (
+    CapacityError,
+    Node,
+    Provider,
+    QuotaError,
+    SharedPool,
+    ThrottledError,
+    reconcile,
+)
 from tuner._executor import Executor
 from tuner._run_spec import RunSpec, Settings
 from tuner._store import Store
@@ -78,6 +86,14 @@ class Cluster:
         self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
         self._last_instance_check = -math.inf
         self._last_notice_check = -math.inf
+        # A shared pool (checked once): its workers join by themselves, are billed from the
+        # first work this sweep sends them, and each slot is claimed before work is sent.
+        self.pool: SharedPool | None = provider if isinstance(provider, SharedPool) else None
+        self._registered: set[str] = set()     # instances whose worker ever registered
+        self._billed: set[str] = set()
+        self._pending: dict[str, int] = {}     # slots claimed for the job being dispatched
+        self._last_beat = -math.inf
+        self._last_too_small = -math.inf
 
     # -- views ------------------------------------------------------------------------------
     def live(self) -> list[str]:
@@ -90,11 +106,21 @@ class Cluster:
     def launching(self) -> bool:
         return bool(self._launching) or self._launcher is not None
 
+    @property
+    def discovers(self) -> bool:
+        """Whether instances join by themselves (a pool): nothing is launched."""
+        return self.pool is not None
+
     def instance_cost(self, instance_id: str, t: float) -> float:
+        if self.pool is not None and instance_id not in self._billed:
+            return self._cost_before.get(instance_id, 0.0)   # (never given work)
         return self._cost_before.get(instance_id, 0.0) + self.ledger.instance_cost(instance_id, t)
 
     def free_instance(self, slots_needed: int, spot_ok: bool = True) -> Instance | None:
-        best, best_free = None, -1
+        """The instance with the most free slots (at least ``slots_needed``); on a shared
+        pool, the first such whose slots this sweep could claim (:meth:`unclaim` gives them
+        back if no work goes there)."""
+        candidates = []
         for iid in self.has_free:
             if iid in self.draining or iid in self.noticed:
                 continue
@@ -102,19 +128,41 @@ class Cluster:
             if inst.spot and not spot_ok:
                 continue
             free = inst.slots - self.used_slots[iid]
-            # Ties go to the smallest id: the same choice whatever order the set iterates in
-            # (string hashes differ between processes), so a seeded simulation repeats.
-            if free >= slots_needed and (free > best_free or (
-                    free == best_free and best is not None and iid < best.instance_id)):
-                best, best_free = inst, free
-        return best
+            if free >= slots_needed:
+                # Ties go to the smallest id: the same choice whatever order the set iterates
+                # in (string hashes differ between processes), so a seeded simulation repeats.
+                candidates.append((-free, iid))
+        if self.pool is None:
+            return self.instances[min(candidates)[1]] if candidates else None
+        for _, iid in sorted(candidates):
+            if self.pool.claim(iid, slots_needed):
+                self._pending[iid] = self._pending.get(iid, 0) + slots_needed
+                return self.instances[iid]
+        return None
+
+    def unclaim(self, instance_id: str) -> None:
+        """No work went to the instance :meth:`free_instance` claimed for it."""
+        held = self._pending.pop(instance_id, 0)
+        if held and self.pool is not None:
+            self.pool.unclaim(instance_id, held)
+
+    def bill(self, instance_id: str, now: float) -> None:
+        """A pool worker is billed from the first work this sweep sends it."""
+        if self.pool is not None and instance_id not in self._billed:
+            self._billed.add(instance_id)
+            self.ledger.open(instance_id, self.instances[instance_id].price_per_hour, now)
 
     def take(self, instance_id: str, slots: int) -> None:
+        extra = slots - self._pending.pop(instance_id, 0)
+        if extra > 0 and self.pool is not None:
+            self.pool.claim(instance_id, extra)   # (a wider segment: best effort)
         self.used_slots[instance_id] += slots
         if self.used_slots[instance_id] >= self.instances[instance_id].slots:
             self.has_free.discard(instance_id)
 
     def give_back(self, instance_id: str, slots: int) -> None:
+        if self.pool is not None:
+            self.pool.unclaim(instance_id, slots)
         self.used_slots[instance_id] -= slots
         if instance_id in self.ready:
             self.has_free.add(instance_id)
@@ -219,8 +267,12 @@ class Cluster:
 
     # -- watching ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Retry launches that found no capacity, act on interruption notices, and look for
-        instances that are gone (each at its own interval)."""
+        """Retry launches that found no capacity, act on interruption notices, and tell a
+        shared pool the sweep is alive and whether it has work waiting (each at its own
+        interval)."""
+        if self.pool is not None and now - self._last_beat >= 1.0:
+            self._last_beat = now
+            self.pool.beat(wants=not self.state.starved and not self.state.budget_blocked)
         if self._backlog and now >= self._retry_launch_at:
             backlog, self._backlog = self._backlog, 0
             self.launch(backlog, required=False)
@@ -246,6 +298,7 @@ class Cluster:
             elif self.executor.ready(inst):
                 self.booting.discard(iid)
                 self.ever_ready = True
+                self._registered.add(iid)
                 self.ready.add(iid)
                 self.has_free.add(iid)
             elif now - inst.launched_at > self.settings.register_timeout_s:
@@ -257,16 +310,28 @@ class Cluster:
         # Only a sweep that never had a worker fails for it (a bad image, an unreachable
         # broker); one whose cluster is empty for a while (a preemption storm, no capacity)
         # keeps asking for VMs until its budgets end it.
-        if not self.ever_ready and now - self.state.run_started > self.settings.boot_timeout_s:
-            raise RuntimeError(
-                f"no worker registered within {self.settings.boot_timeout_s:.0f} s; "
-                "see the worker logs in the experiment directory")
+        if len(self._registered) < self.settings.min_workers and \
+                now - self.state.run_started > self.settings.boot_timeout_s:
+            got = (f"{len(self._registered)} of {self.settings.min_workers} workers"
+                   if self.settings.min_workers > 1 else "no worker")
+            raise RuntimeError(f"{got} registered within {self.settings.boot_timeout_s:.0f} s; "
+                               f"{self.settings.boot_hint}")
+        need = max(1, self.spec.gpus_per_trial)
+        if self.pool is not None and self.ready and now - self._last_too_small >= 60.0 and \
+                all(self.instances[i].slots < need for i in self.ready):
+            self._last_too_small = now
+            log.warning("waiting for a worker with %d slots: the largest in the pool has %d",
+                        need, max(self.instances[i].slots for i in self.ready))
 
     def _check_instances(self, now: float) -> None:
         """A worker that died (or a VM that vanished) costs its segments, never the sweep."""
         lost = 0
         for inst in self.provider.list(self.spec.experiment_id):
             known = self.instances.get(inst.instance_id)
+            if known is None and self.pool is not None and \
+                    inst.state != InstanceState.TERMINATED:
+                self._joined(inst)
+                continue
             if known is None or known.state == InstanceState.TERMINATED:
                 continue
             if inst.state != InstanceState.TERMINATED:
@@ -294,6 +359,15 @@ class Cluster:
                            else SegmentState.LOST, now)
         if lost:
             self.launch(lost, required=False)
+
+    def _joined(self, inst: Instance) -> None:
+        """A worker joined the pool: it is in the cluster once it has registered."""
+        iid = inst.instance_id
+        self.instances[iid] = inst
+        self.used_slots[iid] = 0
+        self.booting.add(iid)
+        self.store.upsert_instance(inst, 0.0)
+        log.info("%s joined (%d slot(s) on %s)", iid, inst.slots, inst.zone or "?")
 
     def _check_notices(self, now: float) -> None:
         """Act on spot interruption notices before the VM goes: stop giving it work, ask its
@@ -354,11 +428,14 @@ class Cluster:
 
     def terminate_all(self) -> None:
         """Terminate every live instance, then wait for the launches under way and terminate
-        what they started (no instance bills while those are waited for)."""
+        what they started (no instance bills while those are waited for); a shared pool's
+        workers are released."""
         self._terminate_live()
         if self.launching():
             self.end_launches()
             self._terminate_live()
+        if self.pool is not None:
+            self.pool.close()
 
     def _terminate_live(self) -> None:
         live = self.live()

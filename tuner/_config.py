@@ -209,11 +209,12 @@ class SchedulerConfig(_Section):
 
 
 class ProviderConfig(_Section):
-    """Where workers run: local processes, or AWS/GCP VMs (the cloud keys are for those)."""
+    """Where workers run: local processes, AWS/GCP VMs (the cloud keys are for those), or the
+    workers of a shared pool (``elastune worker --pool NAME``)."""
 
     _key: ClassVar[str] = "provider"
 
-    type: Literal["local", "aws", "gcp"] = "local"
+    type: Literal["local", "aws", "gcp", "pool"] = "local"
     workers: int = Field(2, ge=1, le=MAX_WORKERS, strict=True)
     slots: int = Field(1, ge=1, strict=True)  # GPUs (trial slots) per worker
     price_per_hour: float = Field(1.0, ge=0, strict=True, allow_inf_nan=False)
@@ -255,10 +256,48 @@ class ProviderConfig(_Section):
     # A running segment whose worker has not beaten this long is given up (STALE), re-run
     # from its last checkpoint elsewhere, and its worker's instance replaced.
     heartbeat_timeout_s: float = Field(120.0, gt=0, strict=True, allow_inf_nan=False)
+    # pool only: the pool's name, how many of its workers the sweep waits for (and plans
+    # on), and how long it waits for them before it fails.
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    min_workers: int = Field(1, ge=1, le=MAX_WORKERS, strict=True)
+    wait_for_workers: float | str = "10m"
+
+    @property
+    def wait_for_workers_s(self) -> float:
+        return float(parse_duration(self.wait_for_workers, "provider.wait_for_workers") or 0.0)
 
     @property
     def follows_plan(self) -> bool:
-        return (self.scaling or ("static" if self.type == "local" else "plan")) == "plan"
+        return (self.scaling or ("static" if self.type in ("local", "pool") else "plan")) \
+            == "plan"
+
+    @model_validator(mode="after")
+    def _pool_keys(self) -> ProviderConfig:
+        if self.type != "pool":
+            # (by value: a stored sweep holds every key, with its default)
+            for key, default in (("name", None), ("min_workers", 1),
+                                 ("wait_for_workers", "10m")):
+                if getattr(self, key) != default:
+                    raise ConfigError(f"provider.{key}", "is for provider type 'pool'")
+            return self
+        if self.name is None:
+            raise ConfigError("provider.name", "a pool sweep names its pool (the --pool of "
+                                               "`elastune worker`), e.g. name: gpu-a")
+        for key, allowed in (("workers", (2, self.min_workers)), ("slots", (1,))):
+            if key in self.model_fields_set and getattr(self, key) not in allowed:
+                raise ConfigError(f"provider.{key}",
+                                  "does not apply to a pool: its workers are the ones that "
+                                  "joined it, each with its own slots (min_workers says how "
+                                  "many to wait for)")
+        if self.scaling not in (None, "static"):
+            raise ConfigError("provider.scaling", f"is {self.scaling!r}, but a pool's cluster "
+                                                  "is the workers that joined it (static)")
+        _ = self.wait_for_workers_s   # (a bad duration is a ConfigError here)
+        # Planned on the workers it waits for; billed at nothing unless a price is given.
+        self.__dict__["workers"] = self.min_workers
+        if "price_per_hour" not in self.model_fields_set:
+            self.__dict__["price_per_hour"] = 0.0
+        return self
 
     @model_validator(mode="after")
     def _cloud_keys_match_type(self) -> ProviderConfig:
@@ -282,12 +321,16 @@ class ProviderConfig(_Section):
             raise ConfigError("provider.workers",
                               f"is {self.workers}, but a local sweep runs at most "
                               f"{MAX_LOCAL_WORKERS} worker processes on this machine")
-        if self.type == "local":
-            for name in ("storage", "install", "image", "zones", "region", "zone", "spot"):
+        if self.type in ("local", "pool"):
+            for name in ("storage", "install", "image", "zones", "region", "zone", "spot") + (
+                    ("instance_types", "machine_types") if self.type == "pool" else ()):
                 if getattr(self, name) not in (None, False):
                     raise ConfigError(f"provider.{name}",
-                                      "is for aws and gcp; the local provider runs workers "
-                                      "on this machine")
+                                      "is for aws and gcp; " + (
+                                          "the local provider runs workers on this machine"
+                                          if self.type == "local" else
+                                          "a pool's workers keep checkpoints in the "
+                                          "experiment directory, which they must reach"))
         elif isinstance(self.spot, str) and not self.follows_plan:
             # A static cluster is never re-bought: nothing would replace the spot VMs the
             # policy takes work from.
@@ -306,7 +349,8 @@ class ProviderConfig(_Section):
 
 SPEEDUPS = ("linear", "resnet50_cifar10", "babi_lstm", "resnet101")
 # Seconds from asking for a VM to its worker taking work, when the sweep does not say.
-DEFAULT_BOOT_S = {"local": (2.0, 2.0), "aws": (60.0, 180.0), "gcp": (60.0, 180.0)}
+DEFAULT_BOOT_S = {"local": (2.0, 2.0), "aws": (60.0, 180.0), "gcp": (60.0, 180.0),
+                  "pool": (1.0, 1.0)}
 
 
 def _finite(v: Any) -> bool:

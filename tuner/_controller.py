@@ -145,7 +145,7 @@ class Controller:
         if isinstance(self.scaling, FollowPlan):
             self.store.add_plan(start, self.scaling.plan.to_json())
         try:
-            if self.spec.workers or self.scaling is None:
+            if (self.spec.workers or self.scaling is None) and not cluster.discovers:
                 # (else the scaling policy launches); instances adopted on resume count
                 adopted = len(cluster.live())
                 if self.spec.workers - adopted > 0 or not adopted:
@@ -253,12 +253,15 @@ class Controller:
                 job = self.journaled.next_job(f"t{len(state.trials) + 1:04d}")
                 if job is None:
                     state.starved, state.queued = True, False
+                    self.cluster.unclaim(inst.instance_id)
                     return
                 trial = self._trial_for(job, now)
             state.starved = False
             steps = job.to_step - trial.step
             expected_end = now + steps * self.timings.seconds_per_step() * 1.5
+            self.cluster.bill(inst.instance_id, now)
             if not self.ledger.can_commit(inst.instance_id, expected_end, now):
+                self.cluster.unclaim(inst.instance_id)
                 if state.running:
                     # Hand the job back: it is offered again once running work has ended
                     # (and step times are better known).

@@ -33,6 +33,12 @@ class Executor(Protocol):
 
     def request_stop(self, segment_ids: list[str]) -> None: ...
 
+    def revoke(self, segment_ids: list[str]) -> None:
+        """The segments were given up (their instance is gone, or their lease lapsed) and run
+        again elsewhere: a worker that still holds one (frozen, cut off) stops it and writes
+        no checkpoint for it."""
+        ...
+
     def ready(self, instance: Instance) -> bool:
         """Whether the instance's worker has registered and takes segments."""
         ...
@@ -61,14 +67,23 @@ def heartbeat_key(experiment_id: str) -> str:
     return f"elastune:{experiment_id}:beats"
 
 
+def revoked_key(experiment_id: str) -> str:
+    return f"elastune:{experiment_id}:revoked"
+
+
 class CeleryExecutor:
-    def __init__(self, address: BrokerAddress, experiment_id: str) -> None:
+    def __init__(self, address: BrokerAddress, experiment_id: str, *,
+                 forget_workers: bool = True) -> None:
+        """``forget_workers``: at the end, remove the sweep's workers' keys and queues (its
+        own workers; a shared pool's stay)."""
         self._address = address
+        self._forget = forget_workers
         self._app = make_app(address)
         self._redis = address.client(ride_out_s=RIDE_OUT_S)
         self.events_key = events_key(experiment_id)
         self.stop_key = stop_key(experiment_id)
         self.heartbeat_key = heartbeat_key(experiment_id)
+        self.revoked_key = revoked_key(experiment_id)
         self._last_id = "0-0"
         self._trim_to: str | None = None
         self._queues: dict[str, str] = {}   # every worker of this sweep seen: name -> queue
@@ -76,7 +91,8 @@ class CeleryExecutor:
     def submit(self, segment: Segment, instance: Instance) -> None:
         segment = segment.model_copy(update={"events_key": self.events_key,
                                              "stop_key": self.stop_key,
-                                             "heartbeat_key": self.heartbeat_key})
+                                             "heartbeat_key": self.heartbeat_key,
+                                             "revoked_key": self.revoked_key})
         self._queues[instance.instance_id] = instance.queue
         self._app.send_task(TASK_NAME, args=[segment.model_dump()], queue=instance.queue)
 
@@ -104,6 +120,14 @@ class CeleryExecutor:
             pipe.expire(self.stop_key, KEY_TTL_S)   # outlives a dead controller only so long
             pipe.execute()
 
+    def revoke(self, segment_ids: list[str]) -> None:
+        if segment_ids:
+            pipe = self._redis.pipeline()
+            for key in (self.revoked_key, self.stop_key):
+                pipe.sadd(key, *segment_ids)
+                pipe.expire(key, KEY_TTL_S)
+            pipe.execute()
+
     def ready(self, instance: Instance) -> bool:
         self._queues[instance.instance_id] = instance.queue
         raw = self._redis.hget(REGISTRY_KEY, instance.instance_id)
@@ -119,7 +143,8 @@ class CeleryExecutor:
 
     def close(self) -> None:
         """The sweep is over and its workers are terminated: remove its keys and theirs."""
-        self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key)
-        forget_workers(self._redis, self._queues)
+        self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key, self.revoked_key)
+        if self._forget:
+            forget_workers(self._redis, self._queues)
         self._redis.close()
         self._app.close()

@@ -77,8 +77,12 @@ def instance_types_for(sweep: SweepConfig, book: PriceBook | None = None) -> lis
     ``zone``'s region, default us-central1), or every priced type there when none is named.
     """
     provider = sweep.provider
-    if provider.type == "local":
-        return [InstanceType("local", "local", "slot", provider.slots, 0, 0.0, "local",
+    if provider.type in ("local", "pool"):
+        # (a pool is planned as local workers that each fit a trial, at its price: its
+        # members say their own slots when they join)
+        slots = (provider.slots if provider.type == "local"
+                 else max(provider.slots, sweep.gpus_per_trial))
+        return [InstanceType("local", "local", "slot", slots, 0, 0.0, "local",
                              provider.price_per_hour)]
     book = book or PriceBook()
     region = provider.region
@@ -124,7 +128,7 @@ def plan_for(sweep: SweepConfig, book: PriceBook | None = None) -> Plan:
     """
     provider = sweep.provider
     types = instance_types_for(sweep, book)
-    local = provider.type == "local"
+    local = provider.type in ("local", "pool")
     profile = profile_for(sweep)
     # Booted as the re-planner's first plan is (the plan a sweep follows): a first stage
     # needs its whole cluster up, so its boot is taken at the 0.9 quantile.
@@ -290,12 +294,12 @@ def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None
 
 def cheapest_hourly(sweep: SweepConfig, book: PriceBook | None = None) -> float:
     """The lowest $/h one worker of this sweep can cost (spot where the sweep allows it)."""
-    spot = sweep.provider.spot is not False and sweep.provider.type != "local"
+    spot = sweep.provider.spot is not False and sweep.provider.type not in ("local", "pool")
     return min(t.hourly(spot, fallback=True) for t in instance_types_for(sweep, book))
 
 
 def _planner_kwargs(sweep: SweepConfig) -> dict[str, object]:
-    local = sweep.provider.type == "local"
+    local = sweep.provider.type in ("local", "pool")
     return dict(gpus_per_trial=gpus_per_trial(sweep),
                 spot=sweep.provider.spot is True and not local,
                 billing_minimum_s=sweep.provider.billing_minimum_s,

@@ -39,8 +39,10 @@ class Workers:
     checkpoint_root: str
     trainable: str
     instance_type: str
-    settings: dict[str, float]
+    settings: dict[str, Any]       # Settings fields
     teardown: list[Callable[[], Any]] = field(default_factory=list)
+    # The workers outlive the sweep (a shared pool): its end forgets none of them.
+    keep_workers: bool = False
 
     def close(self) -> None:
         """Undo the setup (delete the broker secret, terminate leaked VMs); best effort, all
@@ -60,6 +62,12 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
     """A cloud sweep needs a broker its VMs can reach, with a password; fail before anything
     is started or written."""
     if sweep.provider.type == "local":
+        return
+    if sweep.provider.type == "pool":
+        if address is None:
+            raise ConfigError(
+                "broker_url", f"a pool sweep runs on the workers that joined pool "
+                f"{sweep.provider.name!r} on a broker: give that broker (--broker URL)")
         return
     if address is None:
         raise ConfigError(
@@ -82,7 +90,7 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
 def checkpoint_root(sweep: SweepConfig, experiment_id: str, exp_dir: Path) -> str:
     """Where the experiment's trials keep their checkpoints: a folder in the experiment
     directory, or a prefix in the cloud sweep's object storage."""
-    if sweep.provider.type == "local" or sweep.provider.storage is None:
+    if sweep.provider.type in ("local", "pool") or sweep.provider.storage is None:
         return str(exp_dir / "checkpoints")
     return f"{sweep.provider.storage.rstrip('/')}/{experiment_id}/checkpoints"
 
@@ -98,6 +106,8 @@ def open_workers(sweep: SweepConfig, address: BrokerAddress, experiment_id: str,
     if sweep.provider.type == "local":
         return _local(sweep, address, experiment_id, exp_dir, trainable, code_roots, preload,
                       bundle_fn, clock, insecure_broker, taken)
+    if sweep.provider.type == "pool":
+        return _pool(sweep, address, experiment_id, exp_dir, trainable, bundle_fn, clock)
     return _cloud(sweep, address, experiment_id, trainable, preload, bundle_fn, instance_type,
                   clock, insecure_broker)
 
@@ -119,6 +129,31 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
     return Workers(provider, checkpoint_root(sweep, experiment_id, exp_dir), trainable, "local",
                    {"reaction_s": LOCAL_REACTION_S,
                     "heartbeat_timeout_s": sweep.provider.heartbeat_timeout_s})
+
+
+def _pool(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
+          trainable: str, bundle_fn: Callable[..., Any] | None, clock: RealClock) -> Workers:
+    """The workers that joined the pool: the trainable reaches them by its import path (their
+    --preload, working directory or PYTHONPATH) or, defined in a notebook or a script, as the
+    code bundle in the experiment directory, which they must reach, as the checkpoints."""
+    from cloud import PoolProvider
+    from worker import write_bundle
+
+    p = sweep.provider
+    assert p.name is not None
+    if bundle_fn is not None:
+        (exp_dir / "code").mkdir(exist_ok=True)
+        trainable = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
+    provider = PoolProvider(address.client(), p.name, experiment_id,
+                            price_per_hour=p.price_per_hour, clock=clock)
+    hint = (f"start one with: elastune worker --broker URL --pool {p.name} "
+            "(see the guide on scaling out)")
+    return Workers(provider, checkpoint_root(sweep, experiment_id, exp_dir), trainable, "pool",
+                   {"reaction_s": LOCAL_REACTION_S, "instance_check_s": 0.5,
+                    "heartbeat_timeout_s": p.heartbeat_timeout_s,
+                    "boot_timeout_s": p.wait_for_workers_s, "min_workers": p.min_workers,
+                    "boot_hint": hint},
+                   [provider.close], keep_workers=True)
 
 
 def _install_spec(extra: str) -> str:

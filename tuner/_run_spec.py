@@ -57,6 +57,10 @@ class Settings:
     # ``elastune stop DIR`` creates this file; the sweep then stops as on Ctrl-C (segments
     # get their grace to checkpoint, instances are terminated, results are kept).
     stop_file: Path | None = None
+    # A sweep fails unless this many workers have registered within boot_timeout_s; the hint
+    # says what to do about it.
+    min_workers: int = 1
+    boot_hint: str = "see the worker logs in the experiment directory"
 
 
 @dataclass

@@ -258,6 +258,7 @@ class Segments:
         training resumes from its last checkpoint, so what the segment reported after it is
         superseded by the re-run."""
         run = self.state.running.pop(seg_id)
+        self.executor.revoke([seg_id])
         self.state.evacuating.discard(seg_id)
         self.state.widening.discard(seg_id)
         self.store.drop_reports(seg_id)

@@ -53,6 +53,7 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
             time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
         "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
         "message": exp["message"] if exp["state"] == ExperimentState.FAILED else None,
+        "workers": store.workers(),
     }
 
 

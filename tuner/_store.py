@@ -295,6 +295,15 @@ class Store:
             args = (trial_id,)
         return [dict(r) for r in self._db.execute(sql + " ORDER BY rowid", args)]
 
+    def workers(self) -> list[dict[str, Any]]:
+        """The workers that took part: name, host (a pool worker's; else the cloud zone),
+        slots, how many segments were sent to each, and its state."""
+        return [{"name": r[0], "host": r[1] or None, "slots": r[2], "segments_run": r[3],
+                 "state": r[4]} for r in self._db.execute(
+            "SELECT i.instance_id, i.zone, i.slots, COUNT(s.segment_id), i.state "
+            "FROM instances i LEFT JOIN segments s ON s.instance_id = i.instance_id "
+            "GROUP BY i.instance_id ORDER BY i.rowid")]
+
     def instances(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._db.execute("SELECT * FROM instances ORDER BY rowid")]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,8 @@ import redis
 from worker._checkpoints import load_checkpoint, save_checkpoint
 from worker.records import Report, Segment
 
+log = logging.getLogger(__name__)
+
 _STOP_POLL_S = 0.05
 # Out of space, over quota, past the file-size limit, or read-only: no checkpoint can be kept.
 STORAGE_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
@@ -21,6 +24,11 @@ STORAGE_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.
 class CheckpointStorageFull(OSError):
     """A checkpoint could not be written because its storage is full: the sweep stops (every
     trial would fail the same way), cleanly, with this message."""
+
+
+class SegmentRevoked(RuntimeError):
+    """The controller gave this segment to another worker (this one was cut off or frozen
+    past its lease): what it trained is not kept."""
 
 
 class TrialContext:
@@ -78,7 +86,14 @@ class TrialContext:
         self.current_step = max(self.current_step, step)
 
     def checkpoint(self, state: Any) -> None:
-        """Save ``state`` as this trial's checkpoint at the current step."""
+        """Save ``state`` as this trial's checkpoint at the current step (not if the segment
+        was given to another worker meanwhile: it would overwrite what that one trains)."""
+        seg = self._segment
+        if seg.revoked_key and self._redis.sismember(seg.revoked_key, seg.segment_id):
+            log.warning("segment %s was given to another worker while this one was away: "
+                        "its checkpoint is not written", seg.segment_id)
+            raise SegmentRevoked(f"segment {seg.segment_id} was given to another worker; "
+                                 "its checkpoint is not written")
         try:
             save_checkpoint(self.checkpoint_dir, self.current_step, state)
         except OSError as exc:

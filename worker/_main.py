@@ -6,9 +6,11 @@ import argparse
 import importlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
+import threading
 import time
 
 from celery import signals
@@ -24,9 +26,10 @@ from worker._broker import (
 from worker._interruption import watch_interruption
 from worker._lifetime import die_with_parent
 from worker._metadata import instance_name
+from worker._pool import join_pool, leave_pool
 from worker._secrets import read_secret
 from worker._slots import SlotPool, slots_key
-from worker._task import set_client
+from worker._task import MAIN_PID_ENV, POOL_ENV, set_client
 from worker._watchdog import watch_controller
 
 REGISTRY_KEY = "elastune:workers"
@@ -37,7 +40,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--broker", default=os.environ.get("ELASTUNE_BROKER_URL"),
                    help="Redis URL (or set ELASTUNE_BROKER_URL, which keeps it out of `ps`)")
     p.add_argument("--queue", default=None, help="queue to consume (default: the worker name)")
-    p.add_argument("--slots", type=int, default=1, help="GPU slots of this worker")
+    p.add_argument("--slots", type=int, default=None,
+                   help="GPU slots of this worker (default: the number of --gpus, else 1)")
+    p.add_argument("--gpus", default=None, metavar="IDS",
+                   help="the GPUs this worker may use, e.g. 0,1 (a segment sees its share "
+                        "of them as CUDA_VISIBLE_DEVICES)")
+    p.add_argument("--pool", default=None, metavar="NAME",
+                   help="join the shared pool NAME: run segments of any sweep whose provider "
+                        "is {type: pool, name: NAME}, until stopped (SIGTERM drains)")
     p.add_argument("--name", default=None, help="worker name (default: host-pid)")
     p.add_argument("--preload", action="append", default=[],
                    help="module to import before taking work (the trainable's module); the "
@@ -61,8 +71,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.broker:
         p.error("--broker is required (or set ELASTUNE_BROKER_URL)")
+    try:
+        args.gpus = ([int(g) for g in args.gpus.split(",")] if args.gpus else [])
+    except ValueError:
+        p.error(f"--gpus must be GPU indices like 0,1; got {args.gpus!r}")
+    if args.gpus and (len(set(args.gpus)) != len(args.gpus) or min(args.gpus) < 0):
+        p.error(f"--gpus must be distinct indices >= 0; got {args.gpus}")
+    if args.slots is None:
+        args.slots = len(args.gpus) or 1
     if args.slots < 1:
         p.error(f"--slots must be >= 1, got {args.slots}")
+    if args.gpus and args.slots != len(args.gpus):
+        p.error(f"--slots {args.slots} and --gpus {args.gpus}: one slot per GPU")
+    if args.pool is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", args.pool):
+        p.error(f"--pool must be a name of letters, digits, '.', '_' and '-'; got {args.pool!r}")
     if not args.orphan_timeout_s > 0:
         p.error(f"--orphan-timeout-s must be > 0, got {args.orphan_timeout_s}")
     return args
@@ -90,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     queue = args.queue or name
     os.environ["ELASTUNE_WORKER_NAME"] = name
+    os.environ[MAIN_PID_ENV] = str(os.getpid())
+    if args.pool:
+        os.environ[POOL_ENV] = args.pool
     # `python -m worker` has the working directory on sys.path, the `elastune` script does not:
     # put it there, so a trainable beside the user finds its module as it does for `run`.
     if os.getcwd() not in sys.path:
@@ -98,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         importlib.import_module(module)
     app = make_app(address)
     client = address.client(ride_out_s=RIDE_OUT_S)
-    SlotPool(client, name).reset(args.slots)
+    SlotPool(client, name).reset(args.slots, args.gpus or None)
     if args.controller_key:
         watch_controller(address.client(), args.controller_key, args.orphan_timeout_s)
     if args.name_from_metadata:
@@ -106,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                            poll_s=float(os.environ.get("ELASTUNE_NOTICE_POLL_S", "5")))
 
     main_pid = os.getpid()
+    keep_alive: list[threading.Event] = []
     # Started under `nohup` (hangups ignored): Celery installs its restart-on-hangup handler
     # when not on a terminal, so logging out would restart the worker; keep ignoring it.
     hangup_ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
@@ -125,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         client.hset(REGISTRY_KEY, name, json.dumps({
             "queue": queue, "slots": args.slots, "pid": os.getpid(),
             "host": socket.gethostname(), "ts": time.time()}))
+        if args.pool:
+            # Taking work now: the sweeps on the pool see it at their next look.
+            keep_alive.append(join_pool(client, args.pool, name, queue, args.slots, args.gpus))
 
     @signals.worker_shutting_down.connect(weak=False)
     def _shutting_down(**_: object) -> None:
@@ -135,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # Not the patient client: a worker shutting down because its controller (and the
             # broker with it) died must not wait out a broker that will not come back.
+            for done in keep_alive:
+                done.set()
             gone = address.client()
+            if args.pool:
+                leave_pool(gone, args.pool, name)
             gone.hdel(REGISTRY_KEY, name)
             gone.delete(slots_key(name))
         except Exception:  # the broker may be gone first; registration is advisory

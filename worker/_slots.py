@@ -14,11 +14,12 @@ class SlotPool:
         self._redis = client
         self._key = slots_key(worker_name)
 
-    def reset(self, slots: int) -> None:
+    def reset(self, slots: int, gpus: list[int] | None = None) -> None:
+        """``slots`` slots, numbered 0.. or, given, the worker's GPU indices ``gpus``."""
         pipe = self._redis.pipeline()
         pipe.delete(self._key)
         if slots:
-            pipe.sadd(self._key, *range(slots))
+            pipe.sadd(self._key, *(gpus if gpus else range(slots)))
         pipe.execute()
 
     def claim(self, count: int) -> list[int] | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import threading
 import time
 import traceback
@@ -21,10 +23,14 @@ import traceback
 import redis
 
 from worker._context import CheckpointStorageFull, TrialContext
+from worker._pool import leave_pool
 from worker._slots import SlotPool
 from worker._trainable import load_trainable
 from worker.records import TIMEOUT_EXIT_CODE, Segment, SegmentFinished, SegmentStarted, SegmentState
 
+# Set in a pool worker's environment: the pool it serves, and its main process.
+POOL_ENV = "ELASTUNE_POOL"
+MAIN_PID_ENV = "ELASTUNE_WORKER_PID"
 TASK_NAME = "elastune.run_segment"
 HEARTBEAT_S = float(os.environ.get("ELASTUNE_HEARTBEAT_S", "2.0"))
 # A sweep's keys that workers write (events, heartbeats) expire this long after the last write:
@@ -94,6 +100,18 @@ class _Beat(threading.Thread):
         self._done.set()
 
 
+def _leave_pool_loudly(worker_name: str, why: str) -> None:
+    """Leave the pool and stop the worker (a warm shutdown: the consumer stops taking work)."""
+    assert _client is not None
+    print(f"elastune worker: error: {why}", file=sys.stderr, flush=True)
+    try:
+        leave_pool(_client, os.environ[POOL_ENV], worker_name)
+    except redis.RedisError:
+        pass   # its liveness key expires anyway once the worker is gone
+    main_pid = int(os.environ.get(MAIN_PID_ENV, os.getpid()))
+    os.kill(main_pid, signal.SIGTERM)
+
+
 def run_segment(payload: dict) -> SegmentState:
     """Run one segment; every outcome, failure included, goes back as a ``finished`` event."""
     assert _client is not None, "worker client not initialised"
@@ -119,7 +137,18 @@ def run_segment(payload: dict) -> SegmentState:
         _emit(_client, segment.events_key, SegmentStarted(
             segment_id=segment.segment_id, trial_id=segment.trial_id, worker=worker_name,
             gpus=gpus, ts=time.time()))
-        trainable = load_trainable(segment.trainable)
+        try:
+            trainable = load_trainable(segment.trainable)
+        except (ImportError, FileNotFoundError) as exc:
+            if not os.environ.get(POOL_ENV):
+                raise
+            # A pool worker that cannot import the sweep's code is this worker's fault, not
+            # the trial's: the segment goes back to the pool and the worker leaves it.
+            status = SegmentState.LOST
+            error = (f"worker {worker_name} cannot load {segment.trainable!r} ({exc}); it "
+                     "leaves the pool: start it with --preload or in the trainable's folder")
+            _leave_pool_loudly(worker_name, error)
+            return status
         trainable(dict(segment.params), ctx)
         if ctx.last_reported >= segment.stop_step or ctx.current_step >= segment.stop_step:
             status = SegmentState.DONE

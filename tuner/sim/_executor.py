@@ -257,6 +257,9 @@ class SimExecutor:
         self._clock.advance_to(target)
         return []
 
+    def revoke(self, segment_ids: list[str]) -> None:
+        """Nothing to do: a simulated segment given up is gone with its instance or lease."""
+
     def request_stop(self, segment_ids: list[str]) -> None:
         now = self._clock.now()
         for seg_id in segment_ids:

@@ -34,6 +34,8 @@ class Segment(BaseModel):
     stop_key: str = Field("", description="where stop requests are read (set by the executor)")
     heartbeat_key: str = Field("", description="where the worker beats while the segment runs "
                                "(set by the executor; the controller's lease on it)")
+    revoked_key: str = Field("", description="segments given away to another worker: one "
+                             "listed here writes no checkpoint (set by the executor)")
     timeout_s: float | None = Field(None, gt=0, description="the segment fails when it runs "
                                     "longer than this (the sweep's segment_timeout)")
     submitted_at: float = 0.0
