@@ -195,3 +195,24 @@ def test_adoption_closes_the_rows_an_earlier_run_left_for_instances_that_are_gon
     adopter.adopt(clock3.now())
     assert set(adopter.instances) == set(third.instances) == set(adopter.booting)
     assert {r["state"] for r in third_store.instances()} == {InstanceState.RUNNING}
+
+
+def test_the_launcher_backs_off_while_the_cloud_has_no_capacity_then_launches(tmp_path):
+    from tuner._launcher import Launcher
+
+    clock = SimClock()
+    provider = SimProvider(clock, capacity_outages=[(0.0, 25.0)])
+    spec = RunSpec(experiment_id="e", trainable="simulated", metric="acc", mode="max",
+                   workers=0, gpus_per_trial=1, time_budget_s=None, cost_budget_usd=None,
+                   checkpoint_root="/nonexistent", instance_type="sim-gpu")
+    got: list[str] = []
+    launcher = Launcher(spec, SIM_SETTINGS, provider=provider, ledger=Ledger(None), clock=clock,
+                        market=lambda now: False,
+                        launched=lambda insts: got.extend(i.instance_id for i in insts))
+    launcher.launch(2, required=False)           # no capacity: retried in 10 s
+    assert not got and launcher.in_flight() == 0
+    for t, launched in ((9.0, 0), (10.0, 0), (29.0, 0), (30.0, 2)):   # then 20 s later
+        clock.advance_to(t)
+        launcher.retry(t)
+        assert len(got) == launched, t
+    assert not launcher.busy()                   # (an inline provider: no launcher thread)

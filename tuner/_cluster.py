@@ -13,37 +13,22 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
-from budgets import Clock, Ledger, billed
+from budgets import Clock, Ledger
 from cloud import (
-    CapacityError,
     Node,
     Provider,
-    QuotaError,
     SharedPool,
-    ThrottledError,
     reconcile,
 )
 from tuner._executor import Executor
+from tuner._launcher import Launcher
 from tuner._run_spec import RunSpec, Settings
 from tuner._store import Store
 from tuner._sweep_state import SweepState
 from worker.records import Instance, InstanceState, SegmentState
 
 log = logging.getLogger("tuner._controller")
-
-
-@dataclass
-class _Launching:
-    """A launch running on the launcher thread (a provider whose launch waits on the cloud);
-    the ledger counts its instances from ``asked_at`` until it returns."""
-
-    future: Future[list[Instance]]
-    count: int
-    spot: bool
-    asked_at: float
 
 
 class Cluster:
@@ -64,7 +49,6 @@ class Cluster:
         self.clock = clock
         self.executor = executor
         self.state = state
-        self._market = market
         self._lost = lost
         self._drain_events = drain_events
         self.instances: dict[str, Instance] = {}
@@ -77,12 +61,8 @@ class Cluster:
         # to stop and checkpoint; a replacement was launched at the notice.
         self.noticed: set[str] = set()
         self.ever_ready = False
-        self._launching: dict[str, _Launching] = {}   # by ledger key
-        self._launches = 0
-        self._launcher: ThreadPoolExecutor | None = None
-        self._backlog = 0
-        self._retry_launch_at = math.inf
-        self._backoff_s = 10.0
+        self.launcher = Launcher(spec, settings, provider=provider, ledger=ledger, clock=clock,
+                                 market=market, launched=self._launched)
         self._cost_before: dict[str, float] = {}   # adopted instances: cost in earlier runs
         self._last_instance_check = -math.inf
         self._last_notice_check = -math.inf
@@ -98,13 +78,6 @@ class Cluster:
     # -- views ------------------------------------------------------------------------------
     def live(self) -> list[str]:
         return [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
-
-    def in_flight(self) -> int:
-        """Instances asked for whose launch has not returned yet."""
-        return sum(launch.count for launch in self._launching.values())
-
-    def launching(self) -> bool:
-        return bool(self._launching) or self._launcher is not None
 
     @property
     def discovers(self) -> bool:
@@ -169,101 +142,21 @@ class Cluster:
 
     # -- launching --------------------------------------------------------------------------
     def launch(self, count: int, required: bool = True) -> None:
-        now = self.clock.now()
-        spot = self._market(now)
-        price = self.provider.price_per_hour(self.spec.instance_type, spot)
-        affordable = 0
-        # What is committed counts every running instance until it could be stopped (the
-        # reaction time), not until now: a launch that fills the budget to the brim with
-        # billing minimums would leave the others' next seconds unpaid for.
-        committed_now = self.ledger.committed(now + self.settings.reaction_s)
-        for _ in range(count):
-            extra = billed(price, 0.0, self.ledger.minimum_s) * (affordable + 1)
-            if self.ledger.budget_usd is not None and (
-                    committed_now + extra > self.ledger.budget_usd):
-                break
-            affordable += 1
-        if affordable == 0:
-            if required:
-                raise RuntimeError("the cost budget does not cover one worker's billing minimum")
-            return
-        tags = {"experiment": self.spec.experiment_id}
-        if self.provider.blocking_launch:
-            # Booting VMs takes the cloud minutes: the loop goes on dispatching and watching
-            # the budget, which counts these instances from now (the cloud may bill them
-            # before the call returns); fold_launches takes up what it started.
-            if self._launcher is None:
-                self._launcher = ThreadPoolExecutor(max_workers=4,
-                                                    thread_name_prefix="elastune-launch")
-            self._launches += 1
-            key = f"launch-{self._launches}"
-            self.ledger.expect(key, price, affordable, now)
-            future = self._launcher.submit(self.provider.launch, affordable,
-                                           self.spec.instance_type, spot, tags=tags)
-            self._launching[key] = _Launching(future, affordable, spot, now)
-            return
-        try:
-            launched = self.provider.launch(affordable, self.spec.instance_type, spot,
-                                            tags=tags)
-        except (CapacityError, QuotaError, ThrottledError):
-            self._launch_failed(affordable, now)
-            return
-        self._launched(launched)
+        self.launcher.launch(count, required)
 
-    def _launch_failed(self, count: int, now: float) -> None:
-        # No capacity or quota now (the provider has tried its other types and zones), or
-        # the cloud throttles us: try again later, backing off, while the deadline allows.
-        self._backlog += count
-        self._retry_launch_at = now + self._backoff_s
-        self._backoff_s = min(self._backoff_s * 2, 300.0)
+    def in_flight(self) -> int:
+        return self.launcher.in_flight()
+
+    def fold_launches(self, now: float) -> None:
+        self.launcher.fold(now)
 
     def _launched(self, launched: list[Instance]) -> None:
-        self._backoff_s = 10.0
         for inst in launched:
             self.instances[inst.instance_id] = inst
             self.used_slots[inst.instance_id] = 0
             self.booting.add(inst.instance_id)
             self.ledger.open(inst.instance_id, inst.price_per_hour, inst.launched_at)
             self.store.upsert_instance(inst)
-
-    def fold_launches(self, now: float) -> None:
-        """Take up the launches that have returned: their instances boot from now on (and are
-        billed from their launch); a launch without capacity is retried later, backing off;
-        any other launch error ends the sweep, as an inline launch's would."""
-        for key, launch in list(self._launching.items()):
-            if not launch.future.done():
-                continue
-            del self._launching[key]
-            self.ledger.settle(key)
-            try:
-                launched = launch.future.result()
-            except (CapacityError, QuotaError, ThrottledError):
-                self._launch_failed(launch.count, now)
-                continue
-            self._launched(launched)
-
-    def end_launches(self) -> None:
-        """At shutdown: launches not started are cancelled; those under way are waited for,
-        and what they started is taken up so that it is terminated with the rest."""
-        for key, launch in list(self._launching.items()):
-            if launch.future.cancel():
-                del self._launching[key]
-                self.ledger.settle(key)
-        if self._launching:
-            log.info("waiting for %d launch(es) under way, to terminate what they start",
-                     len(self._launching))
-        for key, launch in list(self._launching.items()):
-            del self._launching[key]
-            try:
-                launched = launch.future.result()
-            except Exception as exc:  # noqa: BLE001 - nothing started: nothing to end
-                log.warning("a launch under way at shutdown failed: %s", exc)
-                launched = []
-            self.ledger.settle(key)
-            self._launched(launched)
-        if self._launcher is not None:
-            self._launcher.shutdown(wait=True)
-            self._launcher = None
 
     # -- watching ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -273,9 +166,7 @@ class Cluster:
         if self.pool is not None and now - self._last_beat >= 1.0:
             self._last_beat = now
             self.pool.beat(wants=not self.state.starved and not self.state.budget_blocked)
-        if self._backlog and now >= self._retry_launch_at:
-            backlog, self._backlog = self._backlog, 0
-            self.launch(backlog, required=False)
+        self.launcher.retry(now)
         if (self.spec.spot or self.spec.spot_policy is not None) \
                 and now - self._last_notice_check >= self.settings.notice_check_s:
             self._last_notice_check = now
@@ -400,9 +291,7 @@ class Cluster:
             live = [i for i in live if not self.instances[i].spot]
         nodes = [Node(i, self.instances[i].launched_at, i in self.ready, i in busy)
                  for i in live]
-        coming = [Node(f"{key}/{n}", launch.asked_at, False, False)
-                  for key, launch in self._launching.items() for n in range(launch.count)
-                  if not (on_demand_now and launch.spot)]
+        coming = self.launcher.coming(on_demand_now)
         decision = reconcile(target, nodes + coming, now,
                              billing_minimum_s=self.ledger.minimum_s)
         drain = [*decision.drain, *(i for i in leaving if i in busy)]
@@ -431,8 +320,8 @@ class Cluster:
         what they started (no instance bills while those are waited for); a shared pool's
         workers are released."""
         self._terminate_live()
-        if self.launching():
-            self.end_launches()
+        if self.launcher.busy():
+            self.launcher.end()
             self._terminate_live()
         if self.pool is not None:
             self.pool.close()
