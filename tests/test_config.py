@@ -942,10 +942,10 @@ def test_a_none_budget_override_removes_the_budget_whatever_the_sweep_is_given_a
     base = {"trainable": "operator:add", "metric": "acc",
             "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9},
             "budget": {"time": "10m", "cost": 2.0}}
-    for given in (base, load_sweep(base)):
-        cfg = load_sweep(given, time_budget=None)
+    for sweep in (base, load_sweep(base)):
+        cfg = load_sweep(sweep, time_budget=None)
         assert cfg.time_budget_s is None and cfg.cost_budget_usd == 2.0
-        assert load_sweep(given, provider=None).time_budget_s == 600.0
+        assert load_sweep(sweep, provider=None).time_budget_s == 600.0
 
 
 @pytest.mark.parametrize(("provider", "field"), [
