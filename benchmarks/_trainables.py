@@ -6,6 +6,7 @@ dispatch, event streaming and the store.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -20,5 +21,15 @@ def chatty(params: dict[str, Any], ctx: Any) -> None:
     """Reports every step as fast as it can; checkpoints once at the end."""
     x = float(params["x"])
     for step in ctx.steps():
+        ctx.report(step, score=x * step)
+    ctx.checkpoint(None)
+
+
+def paced(params: dict[str, Any], ctx: Any) -> None:
+    """Sleeps ``step_s`` per step, then reports; checkpoints once at the end: segments of a
+    known length, so that what the benchmark measures beyond it is elastune's."""
+    x, step_s = float(params["x"]), float(params["step_s"])
+    for step in ctx.steps():
+        time.sleep(step_s)
         ctx.report(step, score=x * step)
     ctx.checkpoint(None)

@@ -256,10 +256,11 @@ class ProviderConfig(_Section):
     # A running segment whose worker has not beaten this long is given up (STALE), re-run
     # from its last checkpoint elsewhere, and its worker's instance replaced.
     heartbeat_timeout_s: float = Field(120.0, gt=0, strict=True, allow_inf_nan=False)
-    # pool only: the pool's name, how many of its workers the sweep waits for (and plans
-    # on), and how long it waits for them before it fails.
+    # pool only: the pool's name (the --pool of `elastune worker`)
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    # pool only: how many of its workers the sweep waits for (and plans on)
     min_workers: int = Field(1, ge=1, le=MAX_WORKERS, strict=True)
+    # pool only: how long `run` waits for min_workers to join before it fails
     wait_for_workers: float | str = "10m"
 
     @property

@@ -138,12 +138,19 @@ def _pool(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_di
     code bundle in the experiment directory, which they must reach, as the checkpoints."""
     from cloud import PoolProvider
     from worker import write_bundle
+    from worker._trainable import BUNDLE_PREFIX
 
     p = sweep.provider
     assert p.name is not None
+    # Absolute: a pool worker runs in a working directory of its own (on another machine, the
+    # same path on a shared filesystem), where a relative one (the default experiments/...)
+    # would name another folder.
+    exp_dir = exp_dir.resolve()
     if bundle_fn is not None:
         (exp_dir / "code").mkdir(exist_ok=True)
         trainable = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
+    elif trainable.startswith(BUNDLE_PREFIX):   # a resumed sweep's stored bundle
+        trainable = BUNDLE_PREFIX + str(Path(trainable[len(BUNDLE_PREFIX):]).resolve())
     provider = PoolProvider(address.client(), p.name, experiment_id,
                             price_per_hour=p.price_per_hour, clock=clock)
     hint = (f"start one with: elastune worker --broker URL --pool {p.name} "

@@ -321,8 +321,9 @@ def cloud_cleanup(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              add_help_option=False)
 def worker(ctx: typer.Context) -> None:
-    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--insecure]
-    [--preload MODULE]; modules are imported from its working directory too."""
+    """Start a worker: elastune worker --broker URL [--queue Q] [--slots N] [--gpus IDS]
+    [--pool NAME] [--insecure] [--preload MODULE]; modules are imported from its working
+    directory too. With --pool it runs the segments of any sweep on that pool."""
     from worker._main import main as worker_main
 
     raise typer.Exit(worker_main(list(ctx.args)))
