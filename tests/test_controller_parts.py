@@ -216,3 +216,39 @@ def test_the_launcher_backs_off_while_the_cloud_has_no_capacity_then_launches(tm
         launcher.retry(t)
         assert len(got) == launched, t
     assert not launcher.busy()                   # (an inline provider: no launcher thread)
+
+
+def test_a_resumed_pool_sweep_takes_up_the_pools_members_without_billing_them(tmp_path):
+    from cloud import PoolProvider
+    from worker import EmbeddedRedis
+    from worker.records import PoolMember, alive_key, members_key
+
+    redis_server = EmbeddedRedis()
+    address = redis_server.start()
+    try:
+        client = address.client()
+        for name in ("m1", "m2"):      # two workers in the pool, as `elastune worker` joins
+            client.hset(members_key("p"), name, PoolMember(
+                name=name, queue=name, slots=1, host="h", pid=1, joined_at=0.0
+            ).model_dump_json())
+            client.set(alive_key("p", name), "1", ex=60)
+        first, clock, store = _cluster(tmp_path, budget=1.0)
+        earlier = PoolProvider(client, "p", "e", price_per_hour=3.6, clock=clock).list()
+        store.upsert_instance(next(i for i in earlier if i.instance_id == "m1"),
+                              0.25)               # what an earlier run billed m1
+        store.record_spend(5.0, 0.25, 0.25, 1)
+        ledger = Ledger(1.0, 0.0, prior_usd=0.25)
+        cluster = Cluster(first.spec, SIM_SETTINGS, provider=PoolProvider(
+            client, "p", "e", price_per_hour=3.6, clock=clock), ledger=ledger, store=store,
+            clock=clock, executor=first.executor, state=SweepState(),
+            market=lambda now: False, lost=lambda *a: None, drain_events=lambda: None)
+        clock.advance_to(100.0)
+        cluster.adopt(clock.now())
+        assert set(cluster.instances) == set(cluster.booting) == {"m1", "m2"}
+        assert ledger.spent(clock.now()) == 0.25          # nothing billed for them yet
+        costs = {r["instance_id"]: r["cost_usd"] for r in store.instances()}
+        assert costs == {"m1": 0.25, "m2": 0.0}           # the earlier run's share is kept
+        cluster.bill("m2", 100.0)                          # its first work: billed from now
+        assert ledger.spent(110.0) == pytest.approx(0.25 + 3.6 / 3600 * 10)
+    finally:
+        redis_server.stop()

@@ -257,7 +257,7 @@ class Cluster:
         self.instances[iid] = inst
         self.used_slots[iid] = 0
         self.booting.add(iid)
-        self.store.upsert_instance(inst, 0.0)
+        self.store.upsert_instance(inst, self.instance_cost(iid, self.clock.now()))
         log.info("%s joined (%d slot(s) on %s)", iid, inst.slots, inst.zone or "?")
 
     def _check_notices(self, now: float) -> None:
@@ -351,6 +351,11 @@ class Cluster:
                 ended[iid] = inst.terminated_at
                 continue
             if iid in self.instances:
+                continue
+            if self.pool is not None:
+                # A pool's member: billed from the first work this run sends it, if any.
+                self._cost_before[iid] = before.get(iid, 0.0)
+                self._joined(inst)
                 continue
             self.instances[iid] = inst
             self.used_slots[iid] = 0
