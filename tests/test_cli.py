@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -74,15 +75,16 @@ def test_bad_input_exits_2_names_the_field_and_starts_nothing(case, tmp_path, ca
     sweep.write_text(text)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT))
-    before = set(os.listdir("/tmp"))
+    private = tmp_path / "tmp"          # where an embedded Redis would make its folder
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     code = main(["run", str(sweep), "--json"])
     out, err = capsys.readouterr()
     assert code == 2, err
     assert field in err, err
     assert out == ""
     assert not (tmp_path / "experiments").exists()
-    started = {n for n in set(os.listdir("/tmp")) - before if n.startswith("elastune-redis")}
-    assert not started
+    assert not [n for n in os.listdir(private) if n.startswith("elastune-redis")]
 
 
 def test_cli_flags_are_validated_too(tmp_path, capsys, monkeypatch):

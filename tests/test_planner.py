@@ -435,8 +435,10 @@ def test_a_thousand_trial_job_plans_at_every_deadline():
 
 # -- elastune plan -----------------------------------------------------------------------------
 
-def test_plan_command_prints_one_json_object_and_starts_nothing(capsys):
-    before = set(os.listdir("/tmp"))
+def test_plan_command_prints_one_json_object_and_starts_nothing(capsys, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a Redis folder would go
     code = main(["plan", str(ROOT / "examples" / "digits.yaml"), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -450,8 +452,7 @@ def test_plan_command_prints_one_json_object_and_starts_nothing(capsys):
     assert all(set(p) == POINT_KEYS for p in doc["timeline"])
     assert max(p["workers"] for p in doc["timeline"]) <= 2  # provider.workers
     assert doc["timeline"][0]["instance_type"] == "local"
-    started = {n for n in set(os.listdir("/tmp")) - before if n.startswith("elastune-redis")}
-    assert not started
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("elastune-redis")]
 
 
 def test_plan_command_takes_budget_flags_and_plans_trials_when_the_sweep_does_not(tmp_path,

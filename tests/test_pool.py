@@ -309,11 +309,14 @@ def test_a_worker_that_cannot_import_the_trainable_leaves_and_costs_no_failure(
 
 
 def _tls_redis_server() -> str | None:
-    """A redis-server on the PATH (Debian's is built with TLS; the embedded one, which is not,
-    lives elsewhere), or None."""
+    """A redis-server on the PATH outside this environment (Debian's is built with TLS; the
+    embedded one, which the environment's bin may hold too, is not), or None."""
     import shutil
 
-    return shutil.which("redis-server")
+    ours = os.path.realpath(os.path.join(sys.prefix, "bin"))
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if d and os.path.realpath(d) != ours)
+    return shutil.which("redis-server", path=path)
 
 
 @pytest.fixture
@@ -336,8 +339,8 @@ def tls_broker(tmp_path) -> Iterator[tuple[str, Path]]:
     conf.write_text(f"port 0\ntls-port {port}\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"
                     f"dir {folder}\nrequirepass pw\ntls-cert-file {cert}\ntls-key-file {key}\n"
                     f"tls-ca-cert-file {cert}\ntls-auth-clients no\n")
-    proc = subprocess.Popen([server, str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([server, str(conf)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
     try:
         client = redis.Redis(host="127.0.0.1", port=port, password="pw", ssl=True,
                              ssl_ca_certs=str(cert))
@@ -347,7 +350,12 @@ def tls_broker(tmp_path) -> Iterator[tuple[str, Path]]:
                 client.ping()
                 break
             except redis.ConnectionError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no TLS redis"
+                if proc.poll() is not None:
+                    said = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                    if "tls" in said.lower():
+                        pytest.skip(f"{server} has no TLS: {said.strip()[-200:]}")
+                    raise AssertionError(f"{server} exited at start: {said[-2000:]}") from None
+                assert time.monotonic() < deadline, "the TLS redis-server did not start"
                 time.sleep(0.05)
         yield f"rediss://:pw@127.0.0.1:{port}/0", cert
     finally:
