@@ -38,6 +38,7 @@ def test_overhead_quick():
     assert summary["wall_ratio_vs_raytune"] is None  # --skip-ray
 
 
+@pytest.mark.slow
 def test_scale_quick():
     run = subprocess.run([sys.executable, "benchmarks/scale.py", "--json", "--trials", "300",
                           "--workers", "30", "--segments", "300", "--small-workers", "8"],

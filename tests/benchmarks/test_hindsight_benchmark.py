@@ -38,6 +38,7 @@ def test_the_search_finds_the_cheapest_cluster_of_a_known_cost_surface():
 
 
 @pytest.mark.timeout(300)   # (about 60 s on 2 cores; slower machines get room)
+@pytest.mark.slow
 def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
     bench = subprocess.run(
         [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
@@ -80,6 +81,7 @@ def test_hindsight_benchmark_on_the_sample(tmp_path: Path):
         task.num_trials, 1, task.max_resource, planner.ETA).stage_sizes())
 
 
+@pytest.mark.slow
 def test_hindsight_benchmark_refuses_what_is_not_a_planner_benchmarks_output(tmp_path: Path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"summary": {}}')
@@ -95,6 +97,7 @@ def _sample_task():
 
 
 @pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.slow
 def test_an_oracle_cluster_run_as_a_sweep_is_the_hand_wired_run(keep):
     # The oracle's per-stage cluster on the sweep the product builds (a fixed cluster of the
     # first count, resized per stage) is the same run as the controller wired by hand with it.

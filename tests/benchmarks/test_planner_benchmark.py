@@ -24,6 +24,7 @@ SUMMARY_KEYS = {
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_planner_benchmark_quick_json():
     started = time.monotonic()
     proc = subprocess.run(
@@ -101,6 +102,7 @@ def test_planner_benchmark_quick_json():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_spot_benchmark_quick_json():
     proc = subprocess.run(
         [sys.executable, "benchmarks/spot.py", "--data", str(SAMPLE_DIR), "--quick",
@@ -160,6 +162,7 @@ def test_the_shaped_profile_is_the_sets_own_step_costs():
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_planner_benchmark_runs_with_the_shaped_profile():
     proc = subprocess.run(
         [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",

@@ -117,6 +117,7 @@ def test_without_a_policy_the_sweep_is_unchanged():
     assert "close" not in {e["kind"] for e in a.store.journal()}
 
 
+@pytest.mark.slow
 def test_the_sweep_config_turns_the_policy_on_for_a_fixed_cluster_only(tmp_path):
     from tuner import ConfigError, load_sweep, tune, uniform
 

@@ -108,6 +108,7 @@ def _runs(deadline_factor: float, seed: int = 0, rate: float = 0.25):
     return deadline, out
 
 
+@pytest.mark.slow
 def test_exploratory_spot_is_cheaper_on_time_and_runs_the_survivors_on_demand():
     deadline, runs = _runs(1.5)
     od, ex = runs["on-demand"], runs["exploratory"]
@@ -124,6 +125,7 @@ def test_exploratory_spot_is_cheaper_on_time_and_runs_the_survivors_on_demand():
     assert not any(instances[s["instance_id"]]["spot"] for s in last)
 
 
+@pytest.mark.slow
 def test_preempted_segments_cost_a_segment_never_a_result():
     _, runs = _runs(3.0, seed=1, rate=1.0)
     ex = runs["exploratory"]

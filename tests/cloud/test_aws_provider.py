@@ -65,6 +65,7 @@ def tags_of(aws, instance_id):
 
 # -- launch -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_launch_on_demand_tags_user_data_and_record(aws):
     p = provider(aws)
     out = p.launch(2, "g4dn.xlarge", tags={"experiment": "exp1", "owner": "ml"})
@@ -115,6 +116,7 @@ def test_partial_launch_is_accepted(aws):
     assert len(out) == 1
 
 
+@pytest.mark.slow
 def test_launch_without_bootstrap_and_with_network_settings(aws):
     ec2 = aws.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -133,6 +135,7 @@ def test_launch_without_bootstrap_and_with_network_settings(aws):
 
 # -- list, terminate, cleanup ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_list_by_experiment_and_all_managed(aws):
     p = provider(aws)
     a = {i.instance_id for i in p.launch(2, "g4dn.xlarge", tags={"experiment": "exp-a"})}
@@ -168,6 +171,7 @@ def test_terminate_and_list_show_terminated(aws):
     assert {i.state for i in p.list("exp-b")} == {InstanceState.RUNNING} and b
 
 
+@pytest.mark.slow
 def test_terminate_unknown_or_foreign_ids(aws):
     p = provider(aws)
     (mine,) = p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})
@@ -181,6 +185,7 @@ def test_terminate_unknown_or_foreign_ids(aws):
     assert p.terminate([]) == []
 
 
+@pytest.mark.slow
 def test_cleanup_terminates_leaks(aws):
     p = provider(aws)
     a = [i.instance_id for i in p.launch(2, "g4dn.xlarge", tags={"experiment": "exp-a"})]
@@ -209,6 +214,7 @@ def test_cleanup_secrets_deletes_the_broker_secrets_left_behind(aws):
     assert names == ["/other/app"]          # not ours: kept
 
 
+@pytest.mark.slow
 def test_spot_interruption_is_preempted(aws):
     p = provider(aws)
     first, second = p.launch(2, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
@@ -328,6 +334,7 @@ def test_throttled_launch_gives_up(aws):
     assert len(aws.requests("RunInstances")) == 3
 
 
+@pytest.mark.slow
 def test_throttled_describe_is_retried_by_botocore(aws):
     p = provider(aws)
     p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})
@@ -347,6 +354,7 @@ def test_auth_errors_surface(aws):
         p.list("e")
 
 
+@pytest.mark.slow
 def test_default_image_from_ssm(aws):
     aws.client("ssm").put_parameter(Name="/test/gpu-ami", Value=aws.image_id(), Type="String")
     p = provider(aws, image_id=None, image_parameter="/test/gpu-ami")
@@ -557,6 +565,7 @@ def test_live_spot_prices_come_from_the_spot_price_history(aws):
     assert len(aws.requests("DescribeSpotPriceHistory")) == 1       # cached
 
 
+@pytest.mark.slow
 def test_live_spot_prices_fall_back_to_the_catalog(aws):
     aws.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", status=403)
     p = provider(aws, live_spot_prices=True)

@@ -172,6 +172,7 @@ def test_terminate_then_list_and_unknown_names(fake):
     assert provider.terminate([drop.instance_id])[0].state == InstanceState.TERMINATED
 
 
+@pytest.mark.slow
 def test_a_launch_creates_its_vms_concurrently(fake):
     provider = make(fake)
     fake.insert_delay_s = 1.0           # each insert operation runs 1 s
@@ -503,6 +504,7 @@ def test_checkpoints_on_gcs(fake, monkeypatch):
     assert _checkpoints.load_checkpoint(where, at_most=1) is None
 
 
+@pytest.mark.slow
 def test_modules_import_no_google_sdk_until_used():
     code = ("import sys, cloud._gcp, worker._gcs, worker._secret_gcp\n"
             "bad = [m for m in sys.modules if m.startswith('google.cloud')]\n"

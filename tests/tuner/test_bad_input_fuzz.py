@@ -503,6 +503,7 @@ def _dir_argument(value, box: Sandbox):
 
 @settings(FUZZ, max_examples=300)
 @given(data=st.data())
+@pytest.mark.slow
 def test_tune_arguments_are_accepted_or_refused_naming_the_field(sandboxes, data):
     if data.draw(st.integers(0, 9)) == 0:
         config, expected = data.draw(_configs), frozenset({"config", "a"})
@@ -559,6 +560,7 @@ def test_tune_arguments_are_accepted_or_refused_naming_the_field(sandboxes, data
 @settings(FUZZ, max_examples=300)
 @given(case=sweep_files(), time_budget=_sometimes(st.sampled_from(BAD_DURATIONS), None, 5),
        cost_budget=_sometimes(st.sampled_from(BAD_MONEY), None, 5))
+@pytest.mark.slow
 def test_plan_json_accepts_or_exits_2_naming_the_field(sandboxes, case, time_budget, cost_budget):
     raw, expected = case
     argv_extra = []
@@ -588,6 +590,7 @@ def test_plan_json_accepts_or_exits_2_naming_the_field(sandboxes, case, time_bud
        broker=_sometimes(st.sampled_from(["rediss://:pw@broker.example.com:6380/0",
                                           "redis://broker.example.com/0", "http://x", ""]),
                          None, 4))
+@pytest.mark.slow
 def test_run_accepts_or_exits_2_writes_and_starts_nothing(sandboxes, case, json_out, directory,
                                                           provider, broker):
     raw, expected = case
@@ -629,6 +632,7 @@ _names = (
 
 @settings(FUZZ, max_examples=200)
 @given(name=_names, directory=_dirs, via_cli=st.booleans())
+@pytest.mark.slow
 def test_names_and_directories_stay_inside_their_root(sandboxes, name, directory, via_cli):
     with _case(sandboxes) as (box, outcome):
         given_dir = _dir_argument(directory, box)

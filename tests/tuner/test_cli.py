@@ -97,6 +97,7 @@ def test_cli_flags_are_validated_too(tmp_path, capsys, monkeypatch):
     assert main(["status", str(tmp_path / "nothing")]) == 2
 
 
+@pytest.mark.slow
 def test_run_json_prints_one_object_and_status_agrees(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(GOOD)
@@ -120,6 +121,7 @@ def test_run_json_prints_one_object_and_status_agrees(tmp_path):
     assert json.loads(status.stdout) == doc
 
 
+@pytest.mark.slow
 def test_worker_command_needs_a_broker():
     run = subprocess.run([sys.executable, "-m", "tuner.cli", "worker"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60,
@@ -127,6 +129,7 @@ def test_worker_command_needs_a_broker():
     assert run.returncode == 2 and "--broker" in run.stderr
 
 
+@pytest.mark.slow
 def test_run_reads_the_broker_from_the_environment(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(textwrap.dedent(GOOD))
@@ -138,6 +141,7 @@ def test_run_reads_the_broker_from_the_environment(tmp_path):
     assert not (tmp_path / "exp").exists()
 
 
+@pytest.mark.slow
 def test_human_output_names_best_and_spend(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(textwrap.dedent(GOOD))
@@ -149,6 +153,7 @@ def test_human_output_names_best_and_spend(tmp_path):
     assert "best" in run.stdout and "spend" in run.stdout
 
 
+@pytest.mark.slow
 def test_status_reads_the_store_while_the_sweep_runs(tmp_path):
     import time
 
@@ -180,6 +185,7 @@ def test_status_reads_the_store_while_the_sweep_runs(tmp_path):
     assert json.loads(out)["state"] == "finished"
 
 
+@pytest.mark.slow
 def test_a_killed_controller_leaves_no_worker_or_broker_behind(tmp_path):
     import signal
     import time
@@ -217,6 +223,7 @@ def _cli(*args, cwd=ROOT, timeout=120):
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_time_budget_too_short_for_one_segment_is_refused_before_anything(tmp_path, capsys,
                                                                             monkeypatch):
     # The default local profile: a worker boots in 2 s, a step takes 1 s; the first rung is

@@ -178,6 +178,7 @@ def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
                                                                       abs=1e-3)
 
 
+@pytest.mark.slow
 def test_a_trial_sampled_but_never_journaled_is_sampled_again_on_resume(tmp_path):
     # The controller died between recording a new trial and journaling its first job: the
     # scheduler never heard of it, so the resumed run forgets it and samples the slot again.
@@ -353,6 +354,7 @@ def test_a_finite_space_is_asked_through_before_any_set_repeats(kind):
         assert len(set(sets)) == 6, seed
 
 
+@pytest.mark.slow
 def test_a_choice_space_smaller_than_the_sweep_repeats_a_set_only_once_all_ran(tmp_path):
     # 3 sets and 5 trials: the first 3 trials take the 3 sets, the last 2 repeat some.
     exp = tmp_path / "exp"
@@ -428,6 +430,7 @@ def test_a_stopped_and_resumed_sweep_samples_no_parameter_set_twice(tmp_path):
 
 
 # -- a resume with nothing to do --------------------------------------------------------------
+@pytest.mark.slow
 def test_resuming_a_finished_sweep_with_nothing_to_do_starts_and_bills_nothing(tmp_path):
     sweep, exp = tmp_path / "sweep.yaml", tmp_path / "exp"
     sweep.write_text(SWEEP_YAML.format(sleep=0.0, trials=3).replace("max_resource: 9",
@@ -455,6 +458,7 @@ def test_resuming_a_finished_sweep_with_nothing_to_do_starts_and_bills_nothing(t
     assert stored() == (before, instances)              # nothing spent, no worker started
 
 
+@pytest.mark.slow
 def test_a_planner_chosen_count_has_work_on_resume_only_with_larger_budgets(tmp_path):
     # With larger budgets the controller may start another bracket (``more_brackets``); with
     # those its bracket ended on, it asked for one then and was refused.

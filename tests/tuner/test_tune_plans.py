@@ -26,6 +26,7 @@ def _sweep(**over):
     return base
 
 
+@pytest.mark.slow
 def test_a_fixed_cluster_stores_the_prediction_for_it(tmp_path):
     result = tune(_sweep(), time_budget="2m", cost_budget=1.0, experiment_dir=tmp_path / "e")
     assert len(result.plans) == 1
@@ -145,6 +146,7 @@ def test_a_sweep_whose_planner_cut_its_first_rung_gently_runs_that_shape(tmp_pat
     assert len(second) <= n // 2
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_planner_raised_min_resource_runs_from_that_rung(tmp_path):
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2})
     sweep["scheduler"] = {"type": "asha", "max_resource": 9, "reduction_factor": 3}
@@ -216,6 +218,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
         assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"
 
 
+@pytest.mark.slow
 def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_path, caplog):
     # The profile says 5 s a step: 9 trials to 9 steps cannot end in 20 s on 3 workers (57 s
     # at the fastest). The steps really take milliseconds: the sweep runs and ends on time.
@@ -231,6 +234,7 @@ def test_a_sweep_late_only_on_its_profiles_estimate_runs_the_fastest_plan(tmp_pa
     assert result.trials.shape[0] == 9
 
 
+@pytest.mark.slow
 def test_a_sweep_over_its_cost_budget_is_still_refused(tmp_path):
     late = {"provider": {"type": "local", "workers": 3, "scaling": "plan"},
             "profile": {"seconds_per_step": 5.0, "boot_s": 2}}
@@ -250,6 +254,7 @@ def test_a_sweep_over_its_cost_budget_is_still_refused(tmp_path):
     assert "do not fit" in str(chosen.value) and "times its step times" not in str(chosen.value)
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_count_is_chosen_runs_when_only_its_profile_is_late(tmp_path, caplog):
     # The profile says 5 s a step: not even one trial to 9 steps ends in 20 s. The planner
     # chooses the count at the step times under which one would (0.3 of them, with the

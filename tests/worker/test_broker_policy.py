@@ -123,6 +123,7 @@ def test_the_cli_refuses_with_status_2_naming_broker_url(command, tmp_path, caps
     assert not (tmp_path / "exp").exists()
 
 
+@pytest.mark.slow
 def test_insecure_lets_a_passwordless_broker_through_to_the_workers_too(tmp_path, capsys,
                                                                         monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
@@ -223,6 +224,7 @@ class _TlsProxy:
         self.sock.close()
 
 
+@pytest.mark.slow
 def test_rediss_verifies_the_broker_certificate_and_runs_a_sweep(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     assert make_app(BrokerAddress.parse(f"rediss://:{PW}@broker.example.com:6380/0")

@@ -31,17 +31,46 @@ from tuner.dashboard._data import valid_name
 from tuner.dashboard._pages import plotly_js_path
 
 KINDS = ("digits", "sim-plan", "sim-10k")
-SMALL = ("digits", "sim-plan")
+# The real digits sweep (workers on Redis) and the 10,000-trial simulation take seconds to
+# build: the tests that read them are slow. The quick tier reads the simulated sweep alone.
+SLOW = pytest.mark.slow
+ALL = (pytest.param("digits", marks=SLOW), "sim-plan", pytest.param("sim-10k", marks=SLOW))
+SMALL = (pytest.param("digits", marks=SLOW), "sim-plan")
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
+def full_root(tmp_path_factory):
     return make_root(tmp_path_factory, KINDS, "api-root")
 
 
 @pytest.fixture(scope="module")
-def client(root):
-    return TestClient(make_app(root))
+def sim_root(tmp_path_factory):
+    return make_root(tmp_path_factory, ("sim-plan",), "api-sim-root")
+
+
+@pytest.fixture(scope="module")
+def full_client(full_root):
+    return TestClient(make_app(full_root))
+
+
+@pytest.fixture(scope="module")
+def sim_client(sim_root):
+    return TestClient(make_app(sim_root))
+
+
+def _slow(request) -> bool:
+    return request.node.get_closest_marker("slow") is not None
+
+
+@pytest.fixture
+def root(request):
+    """Every kind of store for a slow test, the simulated sweep's alone for a quick one."""
+    return request.getfixturevalue("full_root" if _slow(request) else "sim_root")
+
+
+@pytest.fixture
+def client(request, root):
+    return request.getfixturevalue("full_client" if _slow(request) else "sim_client")
 
 
 def _store(root: Path, kind: str) -> Store:
@@ -52,6 +81,7 @@ def _approx(a, b, tol=1e-6):
     return a == pytest.approx(b, abs=tol, rel=1e-9)
 
 
+@SLOW
 def test_index_lists_every_experiment_as_status_reports_it(client, root):
     index = client.get("/api/experiments").json()
     by_name = {e["name"]: e for e in index["experiments"]}
@@ -69,7 +99,7 @@ def test_index_lists_every_experiment_as_status_reports_it(client, root):
     assert by_name["sim-10k"]["trials"]["total"] == 10_000
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", ALL)
 def test_summary_agrees_with_status_document(client, root, kind):
     summary = client.get(f"/api/e/{kind}/summary").json()
     doc = status_document(_store(root, kind), root / kind)
@@ -173,6 +203,7 @@ def test_planned_against_actual_wall_time(client, root, kind):
     assert client.get(f"/api/e/{kind}/summary").json()["predicted_wall_s"] == round(predicted, 3)
 
 
+@SLOW
 def test_paused_trials_are_counted_apart_from_those_on_a_worker(client, root):
     from tests._dashboard_stores import copy_experiment
 
@@ -256,6 +287,7 @@ def test_parallel_coordinates_hold_every_scored_trial(client, root, kind):
         assert kinds == {"lr": "log", "hidden": "numeric", "alpha": "log"}
 
 
+@SLOW
 def test_trials_table_sorts_filters_and_pages_in_sql(client, root):
     store = _store(root, "digits")
     frame = store.trials_frame()
@@ -297,6 +329,7 @@ def test_timeline_holds_the_segments_per_worker(client, root, kind):
     assert got == want
 
 
+@SLOW
 def test_a_10k_trial_store_answers_fast_and_bounded(client, root):
     budgets = {"best": 2000, "spend": 2000}
     timings = {}
@@ -346,7 +379,7 @@ def test_version_changes_only_when_the_store_does(client, root, tmp_path):
 
 
 def test_pages_and_plotly_are_served_without_a_cdn(client):
-    page = client.get("/e/digits")
+    page = client.get("/e/sim-plan")
     assert page.status_code == 200
     ids = set(re.findall(r'id="(chart-[a-z-]+)"', page.text))
     assert ids == {"chart-best-cost", "chart-best-time", "chart-spend", "chart-workers",
@@ -395,7 +428,7 @@ def test_unknown_experiment_is_404(client):
 
 def test_a_token_is_required_of_every_request(root):
     client = TestClient(make_app(root, token="s3cret"))
-    for url in ("/", "/e/digits", "/api/experiments", "/api/e/digits/summary",
+    for url in ("/", "/e/sim-plan", "/api/experiments", "/api/e/sim-plan/summary",
                 "/static/plotly.min.js"):
         assert client.get(url).status_code == 401, url
         assert client.get(url, headers={"X-Elastune-Token": "wrong"}).status_code == 403
@@ -403,14 +436,14 @@ def test_a_token_is_required_of_every_request(root):
         assert client.get(url, headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert client.get(url, headers={"X-Elastune-Token": "s3cret"}).status_code == 200
     fresh = TestClient(make_app(root, token="s3cret"))
-    page = fresh.get("/e/digits", params={"token": "s3cret"})
+    page = fresh.get("/e/sim-plan", params={"token": "s3cret"})
     assert page.status_code == 200 and "elastune_token" in page.headers["set-cookie"]
     # the cookie the page set carries the next requests (what the page's script relies on)
-    assert fresh.get("/api/e/digits/summary").status_code == 200
+    assert fresh.get("/api/e/sim-plan/summary").status_code == 200
 
 
 def test_every_way_of_giving_the_token_is_checked(root):
-    urls = ("/", "/e/digits", "/api/experiments", "/api/e/digits/summary",
+    urls = ("/", "/e/sim-plan", "/api/experiments", "/api/e/sim-plan/summary",
             "/static/plotly.min.js", "/static/dashboard.js", "/no/such/page")
     right = {"query": ({"params": {"token": "s3cret"}}, None),
              "bearer": ({"headers": {"Authorization": "Bearer s3cret"}}, None),
@@ -444,7 +477,7 @@ def test_every_way_of_giving_the_token_is_checked(root):
         assert reply.status_code == 403 and "set-cookie" not in reply.headers
     # Nothing of the data leaks in a refusal.
     refused = TestClient(make_app(root, token="s3cret")).get("/api/experiments")
-    assert set(refused.json()) == {"detail"} and "digits" not in refused.text
+    assert set(refused.json()) == {"detail"} and "sim-plan" not in refused.text
 
 
 def test_a_non_loopback_host_needs_a_token(root, capsys):
@@ -491,12 +524,12 @@ def test_report_of_a_missing_directory_exits_2(tmp_path, capsys):
         write_report(tmp_path / "nope", tmp_path / "r.html")
 
 
-def test_no_value_is_nan(client):
-    for kind in SMALL:
-        text = client.get(f"/api/e/{kind}/bundle").text
-        assert "NaN" not in text and "Infinity" not in text
-        assert not any(isinstance(v, float) and math.isnan(v) for v in json.loads(text)["best"]
-                       ["value"])
+@pytest.mark.parametrize("kind", SMALL)
+def test_no_value_is_nan(client, kind):
+    text = client.get(f"/api/e/{kind}/bundle").text
+    assert "NaN" not in text and "Infinity" not in text
+    assert not any(isinstance(v, float) and math.isnan(v) for v in json.loads(text)["best"]
+                   ["value"])
 
 
 def test_a_running_sweep_gets_a_spend_projection_billed_like_the_ledger(client, root):
