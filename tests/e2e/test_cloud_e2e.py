@@ -160,7 +160,13 @@ def test_a_sweep_on_aws_follows_the_plan_and_survives_a_spot_interruption(cloud,
     # Every VM was a real worker: its user data carried no password, and it read it from SSM.
     assert vms.vms and all(broker.password not in vm.script for vm in vms.vms.values())
     assert victim in vms.vms and vms.vms[victim].killed
-    assert set(vms.vms) == set(instances)
+    # An instance the harness never booted ran nothing and is gone: on a busy machine the
+    # replacement for the VM taken back may be launched and then ended with the sweep before
+    # it has booted.
+    unbooted = set(instances) - set(vms.vms)
+    assert set(vms.vms) <= set(instances)
+    assert not unbooted & {s["instance_id"] for s in store.segments()}
+    assert all(instances[i]["state"] == "terminated" for i in unbooted), instances
 
     # Planned against actual: the plan is stored, and the cluster never outgrew it (one
     # replacement for the VM the cloud took back aside), and reached its peak.
