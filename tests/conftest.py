@@ -20,6 +20,14 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts) runs a worker per core, but tests named by node id
+    (``pytest tests/tuner/test_config.py::test_x``) in this one process: no workers to start."""
+    if config.args and all("::" in arg for arg in config.args):
+        return 0
+    return None
+
+
 @pytest.fixture
 def redis_server():
     server = EmbeddedRedis()

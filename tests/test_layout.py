@@ -58,6 +58,7 @@ def test_init_files_only_export():
                 f"{package}/__init__.py holds {type(node).__name__}")
 
 
+@pytest.mark.slow
 def test_importing_the_api_loads_no_cloud_sdk():
     code = ("import sys, tuner, cloud, worker, budgets\n"
             "bad = [m for m in ('boto3', 'botocore', 'google.cloud.compute') if m in sys.modules]\n"
@@ -65,6 +66,7 @@ def test_importing_the_api_loads_no_cloud_sdk():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_the_cli_starts_without_the_controller_and_every_api_name_resolves():
     code = ("import sys, tuner.cli, tuner._status, cloud, worker.records\n"
             "heavy = [m for m in ('optuna', 'pandas', 'celery') if m in sys.modules]\n"

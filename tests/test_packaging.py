@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import GOOD
+from tests.tuner.test_cli import GOOD
 from tuner.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -26,6 +28,7 @@ def test_every_link_resolves_inside_the_repository():
     assert not re.search(r"(^|[\s`(])\.\./", README), "the README names a path outside the repo"
 
 
+@pytest.mark.slow
 def test_the_first_python_example_runs_as_written(tmp_path):
     example = re.search(r"```python\n(.*?)```", README, re.S).group(1)
     script = tmp_path / "example.py"
@@ -41,6 +44,7 @@ def test_the_first_python_example_runs_as_written(tmp_path):
     assert list((tmp_path / "experiments").iterdir()), "no experiment was written"
 
 
+@pytest.mark.slow
 def test_the_simulation_example_runs_as_written(tmp_path):
     # The block after "Simulation: the same controller on another clock": a sweep through
     # tuner.sim.simulate on the shipped sample curves.

@@ -122,6 +122,7 @@ SWEEP = {
 }
 
 
+@pytest.mark.slow
 def test_a_local_sweep_leaves_the_broker_password_nowhere(planted_broker, tmp_path, capfd,
                                                           caplog, monkeypatch):
     caplog.set_level(logging.DEBUG)
@@ -187,6 +188,7 @@ def _open(sweep, broker_url: str, tmp_path: Path, instance_type: str):
                         instance_type, RealClock())
 
 
+@pytest.mark.slow
 def test_an_aws_bootstrap_carries_no_password(aws: FakeAws, planted_broker, tmp_path,
                                               monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
