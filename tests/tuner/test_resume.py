@@ -220,9 +220,13 @@ provider: {type: local, workers: 2}
     while time.monotonic() < deadline:
         if (exp / "experiment.db").exists():
             store = Store(exp, readonly=True)
-            rows = store.query("SELECT trial_id, value FROM trials WHERE state IN "
-                               "('completed', 'pruned', 'paused')")
-            store.close()
+            try:
+                rows = store.query("SELECT trial_id, value FROM trials WHERE state IN "
+                                   "('completed', 'pruned', 'paused')")
+            except sqlite3.OperationalError:   # the file exists, its tables not yet
+                rows = []
+            finally:
+                store.close()
             if len(rows) >= 4:
                 break
         time.sleep(0.2)
