@@ -202,13 +202,13 @@ def test_a_frozen_worker_that_comes_back_writes_nothing_into_a_segment_given_awa
         if not frozen and snapshot["running_segments"] >= 2 and list(log.glob("*.txt")):
             os.killpg(pool.procs["pw1"].pid, signal.SIGSTOP)
             frozen.append(time.monotonic())
-        elif len(frozen) == 1 and time.monotonic() - frozen[0] > 15:   # past its liveness
+        elif len(frozen) == 1 and time.monotonic() - frozen[0] > 12:   # past its liveness
             os.killpg(pool.procs["pw1"].pid, signal.SIGCONT)
             frozen.append(time.monotonic())
 
     sweep = _sweep(log)
     sweep["space"]["sleep"] = 0.5
-    sweep["num_trials"] = 12
+    sweep["num_trials"] = 18
     result = tune(sweep, time_budget="3m", cost_budget=None, experiment_dir=tmp_path / "exp",
                   broker_url=broker, insecure_broker=True, observer=freeze_then_thaw)
     assert len(frozen) == 2, "the worker was not frozen and thawed during the sweep"
@@ -218,8 +218,10 @@ def test_a_frozen_worker_that_comes_back_writes_nothing_into_a_segment_given_awa
                   and s["state"] in ("lost", "stale")]
     assert given_away
     # Thawed, it found its segment revoked: no checkpoint, and the log says why.
-    time.sleep(2)
-    assert "was given to another worker" in (pool.log / "pw1.log").read_text()
+    deadline = time.monotonic() + 20
+    while "was given to another worker" not in (pool.log / "pw1.log").read_text():
+        assert time.monotonic() < deadline, (pool.log / "pw1.log").read_text()[-2000:]
+        time.sleep(0.2)
 
 
 def test_two_sweeps_share_a_pool_without_starving_either(pool, broker, tmp_path):
