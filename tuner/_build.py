@@ -91,7 +91,9 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         store=parts.store, clock=parts.clock, settings=parts.settings,
         observer=parts.observer, scaling=scaling, replanner=replanner,
         reallocation=reallocation_for(sweep, plan),
-        more_brackets=chosen and replanner is not None)
+        more_brackets=chosen and replanner is not None,
+        pool_plan=(lambda n: fixed_plan(sweep, plan, n)) if sweep.provider.type == "pool"
+        else None)
 
 
 def shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:
@@ -121,10 +123,12 @@ def chosen_shape(sweep: SweepConfig, plan: Plan) -> SweepConfig:
     return sweep.model_copy(update={"num_trials": plan.num_trials, "scheduler": scheduler})
 
 
-def fixed_plan(sweep: SweepConfig, plan: Plan) -> Plan:
-    """What the planner predicts for a sweep on a fixed cluster of ``provider.workers``."""
+def fixed_plan(sweep: SweepConfig, plan: Plan, workers: int | None = None) -> Plan:
+    """What the planner predicts for a sweep on a fixed cluster of ``workers`` (default
+    ``provider.workers``; a pool's size now, once workers join or leave)."""
     fixed = sweep.model_copy(update={"num_trials": scheduler_for(sweep).total_trials})
-    return static_plan_for(fixed, sweep.provider.workers, instance=plan_instance(sweep, plan))
+    return static_plan_for(fixed, workers or sweep.provider.workers,
+                           instance=plan_instance(sweep, plan))
 
 
 def scheduler_for(sweep: SweepConfig) -> Scheduler:

@@ -21,6 +21,7 @@ from cloud import (
     SharedPool,
     reconcile,
 )
+from tuner._errors import ConfigError
 from tuner._executor import Executor
 from tuner._launcher import Launcher
 from tuner._run_spec import RunSpec, Settings
@@ -74,10 +75,16 @@ class Cluster:
         self._pending: dict[str, int] = {}     # slots claimed for the job being dispatched
         self._last_beat = -math.inf
         self._last_too_small = -math.inf
+        self._waiting_reason: str | None = None   # (shown by `status` while it lasts)
 
     # -- views ------------------------------------------------------------------------------
     def live(self) -> list[str]:
         return [i for i, inst in self.instances.items() if inst.state != InstanceState.TERMINATED]
+
+    def trial_slots(self) -> int:
+        """How many trials the ready instances can run at once."""
+        need = max(1, self.spec.gpus_per_trial)
+        return sum(self.instances[i].slots // need for i in self.ready)
 
     @property
     def discovers(self) -> bool:
@@ -207,12 +214,33 @@ class Cluster:
                    if self.settings.min_workers > 1 else "no worker")
             raise RuntimeError(f"{got} registered within {self.settings.boot_timeout_s:.0f} s; "
                                f"{self.settings.boot_hint}")
+        if self.pool is not None and self.ready:
+            self._check_fit(now)
+
+    def _check_fit(self, now: float) -> None:
+        """A pool whose every worker is too small for a trial: the sweep waits with the
+        reason in its status, and gives up as a config error (exit 2) once the pool has had
+        ``boot_timeout_s`` (``wait_for_workers``) to show a worker large enough."""
         need = max(1, self.spec.gpus_per_trial)
-        if self.pool is not None and self.ready and now - self._last_too_small >= 60.0 and \
-                all(self.instances[i].slots < need for i in self.ready):
+        largest = max(self.instances[i].slots for i in self.ready)
+        if largest >= need:
+            if self._waiting_reason is not None:
+                self._waiting_reason = None
+                self.store.update_experiment(message=None)
+            return
+        why = (f"waiting for a pool worker with {need} GPUs (gpus_per_trial): the largest "
+               f"that joined has {largest}; start one with --gpus or --slots {need}")
+        if why != self._waiting_reason:
+            self._waiting_reason = why
+            self.store.update_experiment(message=why)
+        if now - self._last_too_small >= 60.0:
             self._last_too_small = now
-            log.warning("waiting for a worker with %d slots: the largest in the pool has %d",
-                        need, max(self.instances[i].slots for i in self.ready))
+            log.warning("%s", why)
+        if now - self.state.run_started > self.settings.boot_timeout_s:
+            raise ConfigError("gpus_per_trial",
+                              f"is {need}, but no worker of the pool has that many GPUs "
+                              f"(the largest has {largest}) after waiting "
+                              f"{self.settings.boot_timeout_s:.0f} s (wait_for_workers)")
 
     def _check_instances(self, now: float) -> None:
         """A worker that died (or a VM that vanished) costs its segments, never the sweep."""

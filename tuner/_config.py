@@ -236,7 +236,8 @@ class ProviderConfig(_Section):
     # the clouds.
     scaling: Literal["static", "plan", "release-idle"] | None = None
     # Cloud VMs: where checkpoints and the code bundle live (s3://bucket/prefix on aws,
-    # gs://bucket/prefix on gcp), what pip installs on the VM, and the VM's image.
+    # gs://bucket/prefix on gcp), what pip installs on the VM, and the VM's image. A pool
+    # may keep them in either (its workers on machines with no shared filesystem).
     storage: str | None = Field(None, pattern=r"^(s3|gs)://[a-z0-9][a-z0-9._-]{1,62}(/.*)?$")
     install: str | None = Field(None, min_length=1, strict=True)
     image: str | None = Field(None, min_length=1, strict=True)
@@ -323,15 +324,17 @@ class ProviderConfig(_Section):
                               f"is {self.workers}, but a local sweep runs at most "
                               f"{MAX_LOCAL_WORKERS} worker processes on this machine")
         if self.type in ("local", "pool"):
-            for name in ("storage", "install", "image", "zones", "region", "zone", "spot") + (
-                    ("instance_types", "machine_types") if self.type == "pool" else ()):
+            for name in ("install", "image", "zones", "region", "zone", "spot") + (
+                    ("instance_types", "machine_types") if self.type == "pool" else
+                    ("storage",)):
                 if getattr(self, name) not in (None, False):
                     raise ConfigError(f"provider.{name}",
                                       "is for aws and gcp; " + (
                                           "the local provider runs workers on this machine"
                                           if self.type == "local" else
                                           "a pool's workers keep checkpoints in the "
-                                          "experiment directory, which they must reach"))
+                                          "experiment directory (which they must reach) "
+                                          "or in provider.storage"))
         elif isinstance(self.spot, str) and not self.follows_plan:
             # A static cluster is never re-bought: nothing would replace the spot VMs the
             # policy takes work from.

@@ -25,6 +25,7 @@ from budgets import (
     Clock,
     FollowPlan,
     Ledger,
+    Plan,
     Reallocation,
     Replanning,
     ScaleView,
@@ -57,13 +58,16 @@ class Controller:
                  clock: Clock, settings: Settings | None = None,
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
-                 reallocation: Reallocation | None = None, more_brackets: bool = False) -> None:
+                 reallocation: Reallocation | None = None, more_brackets: bool = False,
+                 pool_plan: Callable[[int], Plan] | None = None) -> None:
         """``scaling``: None for a fixed cluster of ``spec.workers``; ``replanner`` re-plans
         the rest of the sweep at rung boundaries and on drift (its plans replace the plan a
         FollowPlan policy follows; one is set if there is no policy); ``reallocation``:
         HyperSched's deadline policy (None: every trial runs on ``gpus_per_trial`` and
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
-        chose, which may start another bracket with time and budget left."""
+        chose, which may start another bracket with time and budget left; ``pool_plan``: on
+        a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
+        and stored whenever the pool's size changes)."""
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -104,6 +108,8 @@ class Controller:
         self._last_budget_check = -math.inf
         self._last_scale = -math.inf
         self._last_stop_check = -math.inf
+        self._pool_plan = pool_plan
+        self._pool_size = spec.workers   # (what the first plan was made for)
 
     # -- views of the parts -----------------------------------------------------------------
     @property
@@ -141,7 +147,8 @@ class Controller:
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
         state.deadline = deadline
         outcome_state, reason, message = ExperimentState.FINISHED, EndReason.DONE, None
-        self.store.update_experiment(started_at=start, state=ExperimentState.RUNNING)
+        self.store.update_experiment(started_at=start, state=ExperimentState.RUNNING,
+                                     message=None)
         if isinstance(self.scaling, FollowPlan):
             self.store.add_plan(start, self.scaling.plan.to_json())
         try:
@@ -297,12 +304,28 @@ class Controller:
         self.cluster.tick(now)
         if self.cluster.instances_due(now):
             self.segments.check_leases(self.clock.now())
+            self._replan_pool(now)
         if now - self._last_spend_write >= self.settings.spend_every_s:
             self._last_spend_write = now
             self.store.record_spend(now, self.ledger.spent(now), self.ledger.committed(now),
                                     len(self.ledger.running()))
             if self.observer is not None:
                 self.observer(self.snapshot(now))
+
+    def _replan_pool(self, now: float) -> None:
+        """A shared pool is the cluster: when workers join or leave, the plan (what the
+        sweep is predicted to take, planned vs actual) is made again for its size now."""
+        if self._pool_plan is None:
+            return
+        size = self.cluster.trial_slots()
+        if size == 0 or size == self._pool_size:
+            return
+        plan = self._pool_plan(size)
+        log.info("the pool has room for %d trials at once (was %d): predicted %.0f s, "
+                 "%.4f USD", size, self._pool_size, plan.predicted_wall_s,
+                 plan.predicted_cost_usd)
+        self._pool_size = size
+        self.store.add_plan(now, plan.to_json())
 
     def _autoscale(self, now: float) -> None:
         """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""
@@ -340,6 +363,9 @@ class Controller:
                     break  # the grace to checkpoint never outranks the cost budget
                 self.segments.handle(self.executor.poll(min(self.settings.tick_s * 4, 0.2)))
             now = self.clock.now()
+            if self.cluster.discovers and state.running:
+                # A pool worker outlives the sweep: what it still runs may write nothing more.
+                self.executor.revoke(list(state.running))
             for seg_id, run in list(state.running.items()):
                 state.running.pop(seg_id)
                 self.store.update_segment(seg_id, state=SegmentState.LOST, finished_at=now)

@@ -142,9 +142,14 @@ class CeleryExecutor:
                 for k, v in self._redis.hgetall(self.heartbeat_key).items()}
 
     def close(self) -> None:
-        """The sweep is over and its workers are terminated: remove its keys and theirs."""
-        self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key, self.revoked_key)
+        """The sweep is over and its workers are terminated: remove its keys and theirs. A
+        shared pool's workers live on, and one frozen mid-segment may wake later: the fence
+        (the revoked and stop sets) stays until its TTL so it still writes nothing."""
         if self._forget:
+            self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key,
+                               self.revoked_key)
             forget_workers(self._redis, self._queues)
+        else:
+            self._redis.delete(self.heartbeat_key, self.events_key)
         self._redis.close()
         self._app.close()

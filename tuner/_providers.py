@@ -90,7 +90,7 @@ def check_cloud_broker(sweep: SweepConfig, address: BrokerAddress | None) -> Non
 def checkpoint_root(sweep: SweepConfig, experiment_id: str, exp_dir: Path) -> str:
     """Where the experiment's trials keep their checkpoints: a folder in the experiment
     directory, or a prefix in the cloud sweep's object storage."""
-    if sweep.provider.type in ("local", "pool") or sweep.provider.storage is None:
+    if sweep.provider.type == "local" or sweep.provider.storage is None:
         return str(exp_dir / "checkpoints")
     return f"{sweep.provider.storage.rstrip('/')}/{experiment_id}/checkpoints"
 
@@ -134,10 +134,13 @@ def _local(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_d
 def _pool(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_dir: Path,
           trainable: str, bundle_fn: Callable[..., Any] | None, clock: RealClock) -> Workers:
     """The workers that joined the pool: the trainable reaches them by its import path (their
-    --preload, working directory or PYTHONPATH) or, defined in a notebook or a script, as the
-    code bundle in the experiment directory, which they must reach, as the checkpoints."""
+    --preload, working directory or PYTHONPATH) or, defined in a notebook or a script, as a
+    code bundle. The bundle and the checkpoints live in ``provider.storage`` (object storage
+    every worker reaches) or else in the experiment directory, which the workers must then
+    reach at the same path (a shared filesystem)."""
     from cloud import PoolProvider
     from worker import write_bundle
+    from worker._storage import open_store
     from worker._trainable import BUNDLE_PREFIX
 
     p = sweep.provider
@@ -151,6 +154,18 @@ def _pool(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, exp_di
         trainable = write_bundle(bundle_fn, str(exp_dir / "code" / "trainable.pkl"))
     elif trainable.startswith(BUNDLE_PREFIX):   # a resumed sweep's stored bundle
         trainable = BUNDLE_PREFIX + str(Path(trainable[len(BUNDLE_PREFIX):]).resolve())
+    if p.storage is not None:
+        root = f"{p.storage.rstrip('/')}/{experiment_id}"
+        try:   # at the edge: a bucket this machine cannot write to is bad input
+            store = open_store(root)
+            store.put("sweep.txt", f"elastune experiment {experiment_id}\n".encode())
+            if trainable.startswith(BUNDLE_PREFIX):
+                # (the local copy stays for `resume`; the workers read this one)
+                store.put("code/trainable.pkl",
+                          Path(trainable[len(BUNDLE_PREFIX):]).read_bytes())
+                trainable = f"{BUNDLE_PREFIX}{root}/code/trainable.pkl"
+        except (OSError, ImportError) as exc:
+            raise ConfigError("provider.storage", f"cannot write to {root}: {exc}") from exc
     provider = PoolProvider(address.client(), p.name, experiment_id,
                             price_per_hour=p.price_per_hour, clock=clock)
     hint = (f"start one with: elastune worker --broker URL --pool {p.name} "

@@ -52,7 +52,9 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "deadline_met": None if wall is None else (
             time_budget is None or wall <= time_budget + DEADLINE_GRACE_S),
         "budget_respected": cost_budget is None or spend <= cost_budget + 1e-9,
-        "message": exp["message"] if exp["state"] == ExperimentState.FAILED else None,
+        # Why it failed; while it runs, what it waits for (a pool worker large enough).
+        "message": exp["message"] if exp["state"] in (ExperimentState.FAILED,
+                                                      ExperimentState.RUNNING) else None,
         "workers": store.workers(),
     }
 

@@ -43,7 +43,7 @@ def run(
     dir: Annotated[Path | None, typer.Option("--dir", help="experiment directory")] = None,
     time_budget: Annotated[str | None, typer.Option(help="e.g. 90s, 30m, 2h")] = None,
     cost_budget: Annotated[str | None, typer.Option(help="US dollars")] = None,
-    provider: Annotated[str | None, typer.Option(help="local | aws | gcp")] = None,
+    provider: Annotated[str | None, typer.Option(help="local | aws | gcp | pool")] = None,
     broker: Annotated[str | None, typer.Option(help=BROKER_HELP,
                                                envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,

@@ -18,6 +18,11 @@ import redis
 
 from budgets import billed
 from tests._redis_tcp import redis_on_loopback
+from tests.aws_server import (  # noqa: F401 - the fixtures aws, aws_env, aws_server
+    aws_env_fixture,
+    aws_fixture,
+    aws_server_fixture,
+)
 from tests.e2e.test_faults import assert_nothing_lost
 from tuner import tune
 from tuner._store import Store
@@ -163,6 +168,9 @@ def test_a_worker_joining_mid_sweep_takes_work_within_a_second(pool, broker, tmp
     on_new = [s for s in store.segments() if s["instance_id"] == "pw2"]
     assert on_new, "the worker that joined took no work"
     assert min(s["submitted_at"] for s in on_new) - joined < 1.5
+    # The pool is the cluster: the plan was made again for its new size.
+    sizes = [max(stage["workers"] for stage in p["timeline"]) for p in store.plans()]
+    assert sizes[0] == 1 and 2 in sizes[1:], sizes
 
 
 def test_a_worker_killed_mid_segment_costs_that_segment_only(pool, broker, tmp_path):
@@ -224,6 +232,46 @@ def test_a_frozen_worker_that_comes_back_writes_nothing_into_a_segment_given_awa
         time.sleep(0.2)
 
 
+def test_a_worker_frozen_past_the_sweeps_end_writes_nothing_when_it_wakes(
+        pool, broker, tmp_path):
+    from tuner._executor import revoked_key
+
+    log = _runs(tmp_path / "log")
+    for w in ("pw1", "pw2"):
+        pool.start(w)
+    pool.wait_joined("pw1", "pw2")
+    frozen: list[float] = []
+
+    def freeze(snapshot):
+        if not frozen and snapshot["running_segments"] >= 2 and list(log.glob("*.txt")):
+            os.killpg(pool.procs["pw1"].pid, signal.SIGSTOP)
+            frozen.append(time.monotonic())
+
+    sweep = _sweep(log)
+    sweep["space"]["sleep"] = 0.5
+    result = tune(sweep, time_budget="3m", cost_budget=None, experiment_dir=tmp_path / "exp",
+                  broker_url=broker, insecure_broker=True, observer=freeze)
+    assert frozen and result.state == "finished"
+    store = Store(tmp_path / "exp", readonly=True)
+    given_away = [s for s in store.segments() if s["instance_id"] == "pw1"
+                  and s["state"] in ("lost", "stale")]
+    assert given_away
+    # The sweep is over; its fence outlives it (with a TTL) for the worker still frozen.
+    client = redis.Redis.from_url(broker)
+    key = revoked_key(store.experiment()["id"])
+    assert client.sismember(key, given_away[0]["segment_id"]) and client.ttl(key) > 0
+    checkpoints = {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").rglob("*")
+                   if "checkpoints" in p.parts and p.is_file()}
+    os.killpg(pool.procs["pw1"].pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while "was given to another worker" not in (pool.log / "pw1.log").read_text():
+        assert time.monotonic() < deadline, (pool.log / "pw1.log").read_text()[-2000:]
+        time.sleep(0.2)
+    assert checkpoints == {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").rglob("*")
+                           if "checkpoints" in p.parts and p.is_file()}
+    assert_nothing_lost(tmp_path / "exp", log)
+
+
 def test_two_sweeps_share_a_pool_without_starving_either(pool, broker, tmp_path):
     for w in ("pw1", "pw2"):
         pool.start(w)
@@ -272,6 +320,39 @@ def test_a_two_gpu_segment_runs_on_the_worker_that_has_two(pool, broker, tmp_pat
     assert result.state == "finished"
     segs = Store(tmp_path / "exp", readonly=True).segments()
     assert {s["instance_id"] for s in segs} == {"two-gpus"} and {s["gpus"] for s in segs} == {2}
+
+
+def test_a_segment_too_wide_for_every_worker_waits_visibly_then_exits_2(pool, broker,
+                                                                          tmp_path):
+    pool.start("one-gpu")
+    pool.wait_joined("one-gpu")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(json.dumps({**_sweep(_runs(tmp_path / "log"), wait_for_workers="6s"),
+                                 "gpus_per_trial": 2}))
+    run = subprocess.Popen([sys.executable, "-m", "tuner.cli", "run", str(sweep), "--dir",
+                            str(tmp_path / "exp"), "--broker", broker, "--insecure",
+                            "--time-budget", "2m"], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        said = None
+        deadline = time.monotonic() + 60
+        while said is None and run.poll() is None:
+            assert time.monotonic() < deadline
+            out = subprocess.run([sys.executable, "-m", "tuner.cli", "status",
+                                  str(tmp_path / "exp"), "--json"], cwd=ROOT,
+                                 capture_output=True, text=True)
+            if out.returncode == 0:
+                doc = json.loads(out.stdout)
+                said = doc["message"] if doc["state"] == "running" else None
+            time.sleep(0.2)
+        assert said is not None and "with 2 GPUs" in said and "has 1" in said, said
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 2, err[-2000:]
+    assert "gpus_per_trial" in err and "largest has 1" in err
+    assert Store(tmp_path / "exp", readonly=True).segments() == []
 
 
 def test_a_pool_with_no_worker_fails_after_wait_for_workers_saying_how_to_start_one(
@@ -390,3 +471,48 @@ def test_a_pool_on_a_tls_broker_with_a_self_signed_certificate(tls_broker, tmp_p
             == {"tw1"}
     finally:
         workers.stop()
+
+
+@pytest.fixture
+def bucket(aws, monkeypatch) -> str:
+    """An S3 bucket on the local S3 server; this process and the workers it starts reach it
+    through AWS_ENDPOINT_URL, with the fixture's fake credentials."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
+    aws.client("s3").create_bucket(Bucket="pool-store")
+    return "pool-store"
+
+
+def test_a_notebook_trainable_and_its_checkpoints_reach_pool_workers_through_storage(
+        pool, broker, bucket, aws, tmp_path):
+    offset = 0.25
+
+    def train(params, ctx):   # a closure: no worker can import it by name
+        state = ctx.restore() or {"done": 0}
+        for step in ctx.steps():
+            state["done"] += 1
+            ctx.report(step, score=params["x"] + offset, done=float(state["done"]))
+        ctx.checkpoint(state)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for w in ("sw1", "sw2"):     # no tests package, and a working directory of their own
+        pool.start(w, cwd=elsewhere, pythonpath=False)
+    pool.wait_joined("sw1", "sw2")
+    sweep = _sweep(tmp_path / "unused", storage=f"s3://{bucket}/sweeps")
+    sweep.update(trainable=train, space={"x": {"uniform": [0.0, 1.0]}})
+    result = tune(sweep, time_budget="3m", cost_budget=None, experiment_dir=tmp_path / "exp",
+                  broker_url=broker, insecure_broker=True)
+    assert result.state == "finished", result.message
+    store = Store(tmp_path / "exp", readonly=True)
+    exp_id = store.experiment()["id"]
+    keys = [o["Key"] for o in aws.client("s3").list_objects_v2(
+        Bucket=bucket, Prefix="sweeps/")["Contents"]]
+    assert f"sweeps/{exp_id}/code/trainable.pkl" in keys
+    assert any(k.startswith(f"sweeps/{exp_id}/checkpoints/") for k in keys)
+    assert not (tmp_path / "exp" / "checkpoints").exists()
+    # Promoted trials went on from their checkpoints (every step counted once), whichever
+    # worker ran the segment before.
+    reports = store.reports()
+    assert max(r["step"] for r in reports) == 9
+    assert all(json.loads(r["metrics"])["done"] == r["step"] for r in reports)
+    assert {s["instance_id"] for s in store.segments()} == {"sw1", "sw2"}

@@ -876,7 +876,8 @@ def test_a_none_budget_override_removes_the_budget_whatever_the_sweep_is_given_a
     ({"type": "pool", "name": "a", "slots": 2}, "provider.slots"),
     ({"type": "pool", "name": "a", "scaling": "plan"}, "provider.scaling"),
     ({"type": "pool", "name": "a", "wait_for_workers": "soon"}, "provider.wait_for_workers"),
-    ({"type": "pool", "name": "a", "storage": "s3://bucket/x"}, "provider.storage"),
+    ({"type": "pool", "name": "a", "storage": "/mnt/shared"}, "provider.storage"),
+    ({"type": "pool", "name": "a", "zone": "us-central1-a"}, "provider.zone"),
     ({"type": "local", "name": "a"}, "provider.name"),
     ({"type": "aws", "min_workers": 2}, "provider.min_workers"),
 ])
