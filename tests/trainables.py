@@ -16,6 +16,17 @@ def quadratic(params, ctx):
     ctx.checkpoint(state)
 
 
+def warming(params, ctx):
+    """``quadratic`` whose first two steps cost more (``first``, ``second``: their sleep over
+    a later step's ``sleep``), as a first epoch that fills caches does."""
+    costs = [params.get("first", 1.0), params.get("second", 1.0)]
+    for step in ctx.steps():
+        cost = costs[step - 1] if step <= len(costs) else 1.0
+        time.sleep(float(params["sleep"]) * cost)
+        ctx.report(step, score=-(params["x"] - 0.3) ** 2 + step / 100.0)
+    ctx.checkpoint({"at": ctx.current_step})
+
+
 def slow(params, ctx):
     for step in ctx.steps():
         time.sleep(float(params.get("sleep", 0.2)))

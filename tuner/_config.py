@@ -380,10 +380,16 @@ class ProfileConfig(_Section):
     of a trial's first steps costs relative to a later one (e.g. ``[3, 2, 1.5]``: a first
     epoch that warms caches), from an earlier run of the model, so the planner times each rung
     at what its steps cost and reads the first steps a sweep sees at that shape
-    (``seconds_per_step`` is then a later step's).
+    (``seconds_per_step`` is then a later step's). ``from``: an experiment directory whose
+    measured profile (``elastune profile DIR``) fills every key the section does not set.
     """
 
     _key: ClassVar[str] = "profile"
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True,
+                              populate_by_name=True)
+
+    # (``from`` in a sweep: an experiment directory, relative to the sweep file's folder)
+    from_: str | None = Field(None, alias="from", min_length=1, strict=True)
 
     seconds_per_step: float = Field(1.0, gt=0, le=MAX_PROFILE_S, strict=True,
                                     allow_inf_nan=False)
@@ -391,8 +397,41 @@ class ProfileConfig(_Section):
     checkpoint_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
     restore_s: float = Field(0.0, ge=0, le=MAX_PROFILE_S, strict=True, allow_inf_nan=False)
     boot_s: tuple[float, float] | None = None
-    speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] = "linear"
+    # a named table, or s(g) measured on g GPUs: {1: 1.0, 2: 1.8, 4: 3.1}
+    speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] | dict[
+        int, float] = "linear"
     step_costs: tuple[float, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            names = ["from" if n == "from_" else n for n in cls.model_fields]
+            _check_keys(data, names, "profile.", names)
+        return data
+
+    @field_validator("speedup", mode="before")
+    @classmethod
+    def _speedup_table(cls, value: Any) -> Any:
+        names = ("linear", "resnet50_cifar10", "babi_lstm", "resnet101")
+        if isinstance(value, str) and value in names:
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError("profile.speedup",
+                              f"must be one of {', '.join(repr(n) for n in names[:-1])} or "
+                              f"{names[-1]!r}, or a "
+                              f"table {{gpus: speed-up}}, e.g. {{1: 1.0, 2: 1.8}}; got "
+                              f"{_given(value)}")
+        from budgets import Speedup
+
+        try:
+            table = {int(g): float(v) for g, v in value.items()}
+            Speedup(table)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError("profile.speedup",
+                              "expected a named table or {gpus: speed-up} with 1: 1.0, "
+                              f"non-decreasing, s(g) <= g; {exc}") from None
+        return table
 
     @field_validator("step_costs", mode="before")
     @classmethod
@@ -793,7 +832,9 @@ class SweepConfig(_Model):
             "gpus_per_trial": self.gpus_per_trial,
             "max_failures": self.max_failures,
             "segment_timeout": self.segment_timeout_s,
-            "profile": self.profile.model_dump(mode="json"),
+            "profile": self.profile.model_dump(
+                mode="json", by_alias=True,
+                exclude={"from_"} if self.profile.from_ is None else None),
             "base_dir": None if self.base_dir is None else str(self.base_dir),
         }
 

@@ -54,7 +54,9 @@ def profile_for(sweep: SweepConfig) -> Profile:
     low, high = p.boot_range(sweep.provider.type)
     return Profile(p.seconds_per_step, setup_s=p.setup_s, restore_s=p.restore_s,
                    checkpoint_s=p.checkpoint_s, boot=BootLatency(low, high),
-                   speedup=SPEEDUP_TABLES[p.speedup], step_costs=p.step_costs)
+                   speedup=(SPEEDUP_TABLES[p.speedup] if isinstance(p.speedup, str)
+                            else Speedup(p.speedup, name="measured")),
+                   step_costs=p.step_costs)
 
 
 def shape_for(sweep: SweepConfig, num_trials: int) -> JobShape:

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from budgets import fit_segment_times
-from tuner._config import SweepConfig
+from tuner._config import ProfileConfig, SweepConfig
+from tuner._errors import ConfigError
+from tuner._measure import measure
 from tuner._store import STORE_NAME, Store
-from worker.records import SegmentState
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ PROFILE_SOURCE = "profile_source"   # store meta: where the first plan's step ti
 DEFAULT = "default"
 SWEEP = "sweep"
 MEASURED = "measured"
+FROM = "from"
 _SCAN_LIMIT = 200                    # the newest experiments of a root looked at
 
 
@@ -65,23 +66,29 @@ def _module_file(module: str, roots: Iterable[Path]) -> Path | None:
 
 
 def measured_profile(store: Store) -> dict[str, Any] | None:
-    """The ``profile:`` keys an experiment measured: seconds per step and, when its trials'
-    first segments took longer than their steps explain, the first step's relative cost
-    (:func:`budgets.fit_segment_times` over its finished segments). None before any ended."""
-    rows = store.query(
-        "SELECT start_step, last_step, started_at, finished_at FROM segments WHERE state = ? "
-        "AND last_step > start_step AND started_at IS NOT NULL AND finished_at IS NOT NULL",
-        (SegmentState.DONE,))
-    fit = fit_segment_times((r["last_step"] - r["start_step"],
-                             max(0.0, r["finished_at"] - r["started_at"]), r["start_step"] == 0)
-                            for r in rows)
-    if fit is None:
-        return None
-    rate, first = fit
-    profile: dict[str, Any] = {"seconds_per_step": float(f"{rate:.4g}")}
-    if first > 0:
-        profile["step_costs"] = [float(f"{(rate + first) / rate:.4g}")]
-    return profile
+    """The ``profile:`` keys an experiment measured (:func:`tuner._measure.measure`), with
+    ``boot_s`` left out: see :func:`measurement` for the boot latency by instance type. None
+    before any segment finished a step."""
+    found = measure(store)
+    return None if found is None else found["profile"]
+
+
+def measurement(folder: Path) -> dict[str, Any]:
+    """What the experiment in ``folder`` measured (``profile`` and ``notes``), for ``profile:
+    {from: DIR}`` and ``elastune profile DIR``; ConfigError when there is none."""
+    if not (folder / STORE_NAME).is_file():
+        raise ConfigError("profile.from", f"{folder} holds no experiment ({STORE_NAME} not "
+                                          "found)")
+    store = Store(folder, readonly=True)
+    try:
+        found = measure(store)
+        experiment = store.experiment()["id"]
+    finally:
+        store.close()
+    if found is None:
+        raise ConfigError("profile.from", f"the experiment in {folder} finished no segment "
+                                          "with a step: nothing was measured")
+    return {**found, "experiment": experiment}
 
 
 def earlier_profile(key: str, root: Path, exclude: Path | None = None
@@ -114,26 +121,76 @@ def earlier_profile(key: str, root: Path, exclude: Path | None = None
     return None
 
 
+def profile_yaml(found: dict[str, Any], folder: Path) -> str:
+    """A ``profile:`` section to paste into a sweep (what :func:`measurement` found), with
+    what it rests on as comments."""
+    import yaml
+
+    notes = found["notes"]
+    lines = [f"# measured by experiment {found['experiment']} ({folder}) over "
+             f"{notes['segments']} finished segments"]
+    for itype, (low, high) in sorted(notes.get("boot_s_by_type", {}).items()):
+        lines.append(f"# boot latency on {itype}: {low:g} to {high:g} s")
+    body = yaml.safe_dump({"profile": found["profile"]}, sort_keys=False,
+                          default_flow_style=None)
+    return "\n".join(lines) + "\n" + body
+
+
 def with_profile(sweep: SweepConfig, root: Path, exclude: Path | None = None
                  ) -> tuple[SweepConfig, str]:
-    """``sweep`` with the step times it will be planned at, and where they come from:
-    ``"sweep"`` (its own ``profile:`` section), ``"measured: DIR"`` (an earlier run of the same
-    trainable under ``root``; its other profile keys stay the defaults) or ``"default"``."""
+    """``sweep`` with the profile it will be planned at, and where it comes from: ``"from:
+    DIR"`` (its ``profile: {from: DIR}``, the keys it sets kept), ``"sweep"`` (its own
+    ``profile:`` section), ``"measured: DIR"`` (the newest earlier run of the same trainable
+    under ``root``) or ``"default"``."""
+    given = sweep.profile.model_fields_set
+    if sweep.profile.from_ is not None:
+        folder = Path(sweep.profile.from_).expanduser()
+        if not folder.is_absolute() and sweep.base_dir is not None:
+            folder = Path(sweep.base_dir) / folder
+        found = measurement(folder)
+        return _merged(sweep, found, keep=given), f"{FROM}: {sweep.profile.from_}"
     if "profile" in sweep.model_fields_set:
         return sweep, SWEEP
     key = trainable_key(sweep)
-    found = earlier_profile(key, root, exclude) if key is not None else None
-    if found is None:
+    found_at = earlier_profile(key, root, exclude) if key is not None else None
+    if found_at is None:
         return sweep, DEFAULT
-    folder, measured = found
-    profile = sweep.profile.model_copy(update={
-        "seconds_per_step": measured["seconds_per_step"],
-        "step_costs": tuple(measured.get("step_costs", ()))})
-    return sweep.model_copy(update={"profile": profile}), f"{MEASURED}: {folder}"
+    folder, _ = found_at
+    try:
+        found = measurement(folder)
+    except ConfigError:
+        return sweep, DEFAULT
+    return _merged(sweep, found, keep=set()), f"{MEASURED}: {folder}"
+
+
+def _merged(sweep: SweepConfig, found: dict[str, Any], keep: set[str]) -> SweepConfig:
+    """``sweep`` with the measured keys in its profile, but for those in ``keep``; the boot
+    latency only where it was measured on an instance type the sweep rents."""
+    from tuner._planning import instance_types_for
+
+    measured = dict(found["profile"])
+    measured.pop("boot_s", None)
+    by_type = found["notes"].get("boot_s_by_type", {})
+    for t in instance_types_for(sweep):
+        if t.name in by_type:
+            low, high = by_type[t.name]
+            measured["boot_s"] = [low, high]
+            break
+    current = sweep.profile.model_dump(by_alias=True)
+    for k, v in measured.items():
+        if k not in keep:
+            current[k] = v
+    try:
+        profile = ProfileConfig.model_validate(current)
+    except ConfigError as exc:
+        raise ConfigError("profile.from", f"the measured profile does not fit: {exc}") from None
+    return sweep.model_copy(update={"profile": profile})
 
 
 def describe(source: str) -> str:
     """One line for ``plan`` and ``run``: where the plan's step times come from."""
+    if source.startswith(FROM):
+        return f"profile measured by the experiment in {source.partition(': ')[2]} (from)"
     if source == SWEEP:
         return "step times from the sweep's profile section"
     if source.startswith(MEASURED):

@@ -193,6 +193,25 @@ def status(
         _print_summary(doc)
 
 
+@app.command("profile")
+def profile_command(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Print what an experiment measured of its trainable, as a sweep's profile: section
+    (a later sweep starts from it with profile: {from: DIR})."""
+    from tuner._profiles import measurement, profile_yaml
+
+    try:
+        found = measurement(dir)
+    except ConfigError as exc:
+        raise ConfigError("DIR", exc.message) from None
+    if json_out:
+        _emit_json({"dir": str(dir.resolve()), **found})
+    else:
+        print(profile_yaml(found, dir), end="")
+
+
 @app.command("resume")
 def resume_command(
     dir: Annotated[Path, typer.Argument(help="experiment directory")],

@@ -103,3 +103,60 @@ def test_a_changed_trainable_or_a_profile_section_is_not_planned_from_an_old_run
     own = {**config, "profile": {"seconds_per_step": 5.0}}
     sweep, source = with_profile(load_sweep(own), tmp_path / "root")
     assert source == SWEEP and sweep.profile.seconds_per_step == 5.0
+
+
+WARMING_YAML = """\
+name: warm
+trainable: tests.trainables:warming
+metric: score
+mode: max
+space: {x: {uniform: [0.0, 1.0]}, sleep: 0.1, first: 5.0, second: 2.5}
+scheduler: {type: asha, min_resource: 1, max_resource: 9, reduction_factor: 3}
+num_trials: 9
+seed: 1
+budget: {time: 2m, cost: 1.0}
+provider: {type: local, workers: 3, price_per_hour: 1.0}
+"""
+
+
+def test_profile_prints_what_a_sweep_measured_and_a_later_sweep_starts_from_it(tmp_path):
+    import yaml
+
+    (tmp_path / "sweep.yaml").write_text(WARMING_YAML)
+    run = _cli("run", "sweep.yaml", "--json", "--dir", "experiments/first", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = _cli("profile", "experiments/first", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("# measured by experiment ")
+    measured = yaml.safe_load(out.stdout)["profile"]
+    # 0.1 s a later step; the first two cost 5x and 2.5x that (setup adds to the first)
+    assert 0.08 < measured["seconds_per_step"] < 0.2
+    assert 3.5 < measured["step_costs"][0] < 9 and 1.8 < measured["step_costs"][1] < 4
+    doc = json.loads(_cli("profile", "experiments/first", "--json", cwd=tmp_path).stdout)
+    assert doc["profile"] == measured and "local" in doc["notes"]["boot_s_by_type"]
+
+    # Another trainable (no earlier run of it): planned at the default profile unless told.
+    other = WARMING_YAML.replace("tests.trainables:warming", "tests.trainables:quadratic")
+    (tmp_path / "other.yaml").write_text(other)
+    cold = json.loads(_cli("plan", "other.yaml", "--json", cwd=tmp_path).stdout)
+    assert cold["profile_source"] == "default"
+    (tmp_path / "carried.yaml").write_text(
+        other + "profile: {from: experiments/first, restore_s: 0.5}\n")
+    plan = _cli("plan", "carried.yaml", "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    carried = json.loads(plan.stdout)
+    assert carried["profile_source"] == "from: experiments/first"
+    assert carried["predicted_wall_s"] < cold["predicted_wall_s"]   # 0.1 s steps, not 1 s
+    assert "(from)" in _cli("plan", "carried.yaml", cwd=tmp_path).stdout
+    second = _cli("run", "carried.yaml", "--json", "--dir", "experiments/second", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-2000:]
+    store = Store(tmp_path / "experiments" / "second", readonly=True)
+    profile = store.experiment()["config"]["profile"]
+    store.close()
+    assert profile["from"] == "experiments/first" and profile["restore_s"] == 0.5
+    assert profile["step_costs"] == measured["step_costs"]
+
+    (tmp_path / "nowhere.yaml").write_text(other + "profile: {from: experiments/none}\n")
+    bad = _cli("plan", "nowhere.yaml", cwd=tmp_path)
+    assert bad.returncode == 2 and "profile.from" in bad.stderr
+    assert _cli("profile", "experiments/none", cwd=tmp_path).returncode == 2

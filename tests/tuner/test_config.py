@@ -640,6 +640,10 @@ def test_every_key_error_names_it():
             "profile.speedup",
             ("'linear', 'resnet50_cifar10', 'babi_lstm' or 'resnet101'", "'quadratic'"),
         ),
+        ({"profile": {"speedup": {1: 1.0, 2: 2.5}}}, "profile.speedup", ("<= 2",)),
+        ({"profile": {"speedup": {2: 1.5}}}, "profile.speedup", ("s(1)",)),
+        ({"profile": {"frm": "x"}}, "profile.frm", ("did you mean 'from'",)),
+        ({"profile": {"from": ""}}, "profile.from", ()),
         ({"profile": {"step_costs": [3, 0]}}, "profile.step_costs", ("numbers > 0", "[3, 0]")),
         ({"profile": {"step_costs": "3,2"}}, "profile.step_costs", ("a list of numbers",)),
         ({"profile": {"step_costs": [True]}}, "profile.step_costs", ("numbers > 0",)),
@@ -904,3 +908,21 @@ def test_a_pool_sweep_plans_on_its_min_workers_at_no_price_unless_given():
     assert again == p                          # a stored pool sweep loads back the same
     assert load_sweep({**base, "provider": {"type": "pool", "name": "a",
                                             "price_per_hour": 2.5}}).provider.price_per_hour == 2.5
+
+
+def test_a_profile_from_an_experiment_and_a_measured_speedup_table_round_trip():
+    from tuner import load_sweep
+
+    base = {"trainable": "operator:add", "metric": "acc",
+            "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9},
+            "budget": {"time": "10m"}}
+    cfg = load_sweep({**base, "profile": {"from": "experiments/first", "restore_s": 2.0,
+                                          "speedup": {1: 1.0, 2: 1.8, 4: 3.1}}})
+    assert cfg.profile.from_ == "experiments/first"
+    assert cfg.profile.model_fields_set == {"from_", "restore_s", "speedup"}
+    stored = json.loads(json.dumps(cfg.to_json_dict()))
+    assert stored["profile"]["from"] == "experiments/first"
+    assert stored["profile"]["speedup"] == {"1": 1.0, "2": 1.8, "4": 3.1}
+    again = load_sweep({**base, "profile": stored["profile"]})
+    assert again.profile == cfg.profile
+    assert "from" not in load_sweep(base).to_json_dict()["profile"]

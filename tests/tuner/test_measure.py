@@ -1,0 +1,66 @@
+"""What a sweep measured of its trainable, read back from a store whose every time is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner._measure import measure
+from tuner._store import Store
+from worker.records import Instance
+
+BASE = 2.0                       # a later step's seconds on one GPU
+COSTS = (4.0, 2.0, 1.5)          # what steps 1-3 cost relative to it
+RESTORE = 3.0                    # a resumed segment's extra seconds before its first step
+
+
+def _step_s(step: int, gpus: int = 1) -> float:
+    cost = COSTS[step - 1] if step <= len(COSTS) else 1.0
+    return BASE * cost / (1.8 if gpus == 2 else 1.0)
+
+
+def _store(tmp_path, *, two_gpus: bool = True) -> Store:
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "score", "max", None, None)
+    for k in range(5):   # each takes its first segment 40, 50, ... 80 s after launch
+        store.upsert_instance(Instance(instance_id=f"i{k}", provider="aws",
+                                       instance_type="g5.xlarge", price_per_hour=1.0,
+                                       launched_at=0.0, queue="q"))
+    rows = []
+    # Each trial: a fresh segment over steps 1-3, then a resumed one over 4-12.
+    for t in range(6):
+        gpus = 2 if two_gpus and t >= 3 else 1
+        iid = f"i{t % 5}"
+        clock = 40.0 + 10.0 * (t % 5)
+        for start, stop in ((0, 3), (3, 12)):
+            seg = f"e/t{t}/s{start}"
+            store.add_segment(seg, f"t{t}", iid, start, stop, gpus, clock)
+            began = clock
+            clock += RESTORE if start else 0.0
+            for step in range(start + 1, stop + 1):
+                clock += _step_s(step, gpus)
+                rows.append((f"t{t}", seg, step, 0.0, "{}", clock))
+            store.update_segment(seg, state="done", started_at=began, finished_at=clock,
+                                 last_step=stop)
+    store.add_reports(rows)
+    return store
+
+
+def test_step_costs_restore_boot_and_speedup_are_read_from_the_reports(tmp_path):
+    found = measure(_store(tmp_path))
+    assert found is not None
+    p = found["profile"]
+    assert p["seconds_per_step"] == pytest.approx(BASE)
+    assert p["step_costs"] == pytest.approx(list(COSTS))
+    assert p["restore_s"] == pytest.approx(RESTORE)
+    assert p["boot_s"] == [40.0, 80.0]
+    assert found["notes"]["boot_s_by_type"] == {"g5.xlarge": [40.0, 80.0]}
+    assert found["notes"]["segments"] == 12
+    assert p["speedup"] == {1: 1.0, 2: pytest.approx(1.8, rel=0.02)}
+
+
+def test_one_gpu_count_gives_no_speedup_and_an_empty_store_nothing(tmp_path):
+    found = measure(_store(tmp_path / "a", two_gpus=False))
+    assert found is not None and "speedup" not in found["profile"]
+    empty = Store(tmp_path / "b")
+    empty.create_experiment("e", "e", {}, "score", "max", None, None)
+    assert measure(empty) is None
