@@ -45,8 +45,16 @@ far above its bill) and compared with every deadline afterwards; a run that fini
 deadline is the same run with or without it (the controller reads the deadline only to stop).
 
     python benchmarks/planner.py [--data DIR] [--quick] [--max-tasks 8] [--seeds 5]
-                                 [--jobs N] [--full-fits] [--profile median|fitted|shaped]
+                                 [--jobs N] [--full-fits]
+                                 [--profile median|fitted|shaped|carried] [--hindsight]
                                  [--accuracy-shape gentle|fixed] [--early-promotion] [--json]
+
+``--profile carried``: each case's sweeps start from the profile an earlier sweep of the same
+task measured (the job on n workers, seed + 1000), as ``profile: {from: DIR}`` takes it;
+the summary's ``profile`` says ``carried`` (``cold`` otherwise). ``--hindsight``: each case's
+cheapest per-stage cluster is searched as ``benchmarks/hindsight.py`` does, and the summary
+gains ``cost_ratio_vs_hindsight_median_by_deadline`` (the planner's bill over it, median over
+the cases whose deadline both met; None without the flag); about 13x the simulations.
 
 ``--max-tasks`` (default 8) keeps the full run to minutes: tasks are taken round-robin over the
 sets in sorted order. Only resumable tasks (cost additive over steps, the job the planner's
@@ -93,6 +101,7 @@ from tuner.sim import (  # noqa: E402
 )
 
 FACTORS = (1.25, 1.5, 3.0, 6.0)
+CARRIED_SEED = 1000           # --profile carried: the earlier sweep's seed is the case's + this
 BUDGET_FACTORS = (0.75, 1.0, 1.5)
 ETA = 3
 MAX_TRIALS = 81
@@ -308,7 +317,8 @@ def accuracy_scheduler(task: Task, accuracy_shape: str) -> dict[str, Any]:
 def profile_section(task: Task, kind: str) -> dict[str, Any]:
     """The sweep's ``profile`` section for ``--profile``: the planners' step times, and the
     boot latency the simulated cloud draws from. ``fitted`` gives the first step's extra as
-    ``step_costs``, as ``elastune profile`` writes a measured one."""
+    ``step_costs``; ``carried`` is measured per case (:func:`carried_profile`); its
+    planners' prior elsewhere (the 1,000-trial job's solve times) is ``median``'s."""
     boot = [BOOT.low, BOOT.high]
     if kind == "fitted":
         return {"seconds_per_step": float(task.fit_s_per_step), "boot_s": boot,
@@ -326,13 +336,16 @@ def task_profile(task: Task, kind: str) -> Profile:
 
 
 def sweep_of(task: Task, itype: InstanceType, profile_kind: str, scheduler: dict[str, Any],
-             num_trials: int | None, **provider: Any) -> dict[str, Any]:
+             num_trials: int | None, *, profile: dict[str, Any] | None = None,
+             **provider: Any) -> dict[str, Any]:
     """A sweep of ``task`` as a user writes it (``simulate`` fills in the trainable, space,
     metric and mode from the curves): one AWS type, billed per second after the minimum;
     ``provider`` adds ``scaling`` and ``workers`` (default: follow the planner's plan);
-    ``num_trials`` None leaves the count to the planner."""
+    ``num_trials`` None leaves the count to the planner; ``profile``: the section to give
+    (``--profile carried``: what an earlier sweep measured) instead of ``profile_kind``'s."""
     sweep: dict[str, Any] = {
-        "scheduler": scheduler, "profile": profile_section(task, profile_kind),
+        "scheduler": scheduler,
+        "profile": profile if profile is not None else profile_section(task, profile_kind),
         "provider": {"type": "aws", "region": itype.region, "instance_types": [itype.name],
                      "billing_minimum_s": BILLING_MINIMUM_S, **provider},
         # A diverged curve fails at the same step however often it is retried.
@@ -340,6 +353,24 @@ def sweep_of(task: Task, itype: InstanceType, profile_kind: str, scheduler: dict
     if num_trials is not None:
         sweep["num_trials"] = num_trials
     return sweep
+
+
+def carried_profile(curves: Any, task: Task, seed: int, itype: InstanceType
+                    ) -> dict[str, Any]:
+    """``--profile carried``: the profile an earlier sweep of the task measured, as
+    ``elastune profile`` prints it and ``profile: {from: DIR}`` takes it. The earlier sweep is
+    the job on a fixed cluster of n workers with another seed (``seed + CARRIED_SEED``: other
+    step noise and boots), planned cold (``median``)."""
+    from tuner._measure import measure
+
+    earlier = simulate(sweep_of(task, itype, "median", sha_scheduler(task), task.num_trials,
+                                scaling="static", workers=task.num_trials), curves,
+                       **sim_world(task, seed + CARRIED_SEED), time_budget=None,
+                       cost_budget=NO_CAP_USD)
+    found = measure(earlier.store)
+    if found is None:
+        raise RuntimeError(f"{task.name}: the earlier sweep measured nothing")
+    return found["profile"]
 
 
 def _plan_record(plan: dict[str, Any]) -> dict[str, Any]:
@@ -352,16 +383,22 @@ def _plan_record(plan: dict[str, Any]) -> dict[str, Any]:
 
 def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                   profile_kind: str = "median", accuracy_shape: str = "gentle",
-                  early_promotion: bool = False) -> dict[str, Any]:
+                  early_promotion: bool = False, hindsight: bool = False) -> dict[str, Any]:
     """All cases (one per deadline factor) of one task and seed; ``early_promotion``: the
     job's synchronous halving promotes early (every run of the given job: planner and
-    baselines; not the accuracy sweeps, whose re-planner may cut a stage)."""
+    baselines; not the accuracy sweeps, whose re-planner may cut a stage); ``hindsight``:
+    also search each case's cheapest per-stage cluster (``benchmarks/hindsight.py``)."""
     t0 = time.perf_counter()
     curves = load_curves(data_dir, task.name)
     price = itype.on_demand_per_hour / itype.gpus
     sched_asha = {**sha_scheduler(task), "type": "asha"}
     sched_job = {**sha_scheduler(task), "early_promotion": early_promotion}
     world = sim_world(task, seed)
+    carried = None
+    if profile_kind == "carried":
+        carried = carried_profile(curves, task, seed, itype)
+        # The simulated cloud boots VMs as in every other mode (not at the measured range).
+        world["boot_s"] = uniform_boot(BOOT.low, BOOT.high)
     n = task.num_trials
     solve_s: list[float] = []     # the plans made before a sweep starts
     replan_s: list[float] = []    # the re-plans of the sweeps under way (whole calls)
@@ -378,7 +415,7 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
             return None, f"{type(exc).__name__}: {exc}"
 
     def job(**provider: Any) -> dict[str, Any]:
-        return sweep_of(task, itype, profile_kind, sched_job, n, **provider)
+        return sweep_of(task, itype, profile_kind, sched_job, n, profile=carried, **provider)
 
     static: dict[int, dict[str, Any]] = {}
 
@@ -451,7 +488,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 # the count (and first cut), re-planned online, more brackets while time and
                 # budget are left.
                 sweep = sweep_of(task, itype, profile_kind,
-                                 accuracy_scheduler(task, accuracy_shape), None)
+                                 accuracy_scheduler(task, accuracy_shape), None,
+                                 profile=carried)
                 try:
                     ar, aerr = sim(sweep, deadline, budget)
                 except ConfigError as exc:
@@ -484,7 +522,8 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                 affordable = min(n, int(budget * 3600.0 / (price * deadline) + 1e-9))
                 w = max(1, affordable)
                 xr, xerr = sim(sweep_of(task, itype, profile_kind, sched_asha, n,
-                                        scaling="static", workers=w), deadline, budget)
+                                        profile=carried, scaling="static", workers=w),
+                               deadline, budget)
                 xrun = _run_summary(xr, xerr)
                 xrun.update(workers=w, affordable_workers=affordable)
                 accuracy.append({
@@ -499,9 +538,32 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
                       "feasible": bool(feasible), "planner": prun, "static_min": smin,
                       "static_max": smax, "naive": nv, "ratios": ratios,
                       "accuracy": accuracy})
+    if hindsight:
+        sims += _hindsight(data_dir, task, seed, cases, early_promotion)
     return {"task": task.name, "seed": seed, "cases": cases, "solve_s": solve_s,
             "replan_s": replan_s, "simulations": sims, "elapsed_s": time.perf_counter() - t0,
-            "static_runs": {str(w): v for w, v in sorted(static.items())}}
+            "static_runs": {str(w): v for w, v in sorted(static.items())},
+            "carried_profile": carried}
+
+
+def _hindsight(data_dir: str, task: Task, seed: int, cases: list[dict[str, Any]],
+               early_promotion: bool) -> int:
+    """Each case's cheapest per-stage cluster found in hindsight (``benchmarks/hindsight.py``'s
+    search, same seed and world), and the planner's bill over it (``ratios.vs_hindsight``).
+    Returns the simulations it ran."""
+    from benchmarks.hindsight import run_cases
+
+    searchable = [c for c in cases if c["static_min"] is not None
+                  and c["planner"]["spend_usd"] is not None]
+    found = {r["factor"]: r for r in run_cases(data_dir, task.name, seed, searchable,
+                                               early_promotion)}
+    for c in cases:
+        r = found.get(c["factor"])
+        h = r["hindsight"] if r is not None else None
+        c["hindsight"] = h
+        c["ratios"]["vs_hindsight"] = (c["planner"]["spend_usd"] / h["spend_usd"]
+                                       if h is not None and c["planner"]["met"] else None)
+    return sum(r["simulations"] for r in found.values())
 
 
 def run_thousand(data_dir: str, task: Task, itype: InstanceType, profile_kind: str = "median",
@@ -569,7 +631,7 @@ def _p95(xs: list[float]) -> float | None:
 
 
 def summarise(cases: list[dict[str, Any]], plan_s: list[float],
-              replan_s: list[float]) -> dict[str, Any]:
+              replan_s: list[float], profile: str = "cold") -> dict[str, Any]:
     """The summary keys; ``plan_s``: the solve times of the plans for a ``THOUSAND``-trial job
     (:func:`run_thousand`), ``replan_s``: every re-plan's, each a whole call."""
     feasible = [c for c in cases if c["feasible"]]
@@ -580,8 +642,14 @@ def summarise(cases: list[dict[str, Any]], plan_s: list[float],
               if c["ratios"]["vs_static_min"] is not None]
     acc = [a for c in cases for a in c["accuracy"]]
     budgeted = [a["planner"] for a in acc]
+    searched = any("vs_hindsight" in c["ratios"] for c in cases)
     return {
         "cost_ratio_vs_static_min_median_by_deadline": by_deadline,
+        # (--hindsight: the cheapest per-stage cluster found in hindsight, as hindsight.py)
+        "cost_ratio_vs_hindsight_median_by_deadline": {
+            factor_key(f): _median(c["ratios"].get("vs_hindsight") for c in feasible
+                                   if c["factor"] == factor_key(f))
+            for f in FACTORS} if searched else None,
         "cost_ratio_vs_static_min_max": float(max(vs_min)) if vs_min else None,
         "cost_ratio_vs_lower_bound_median": _median(c["ratios"]["vs_lower_bound"]
                                                     for c in feasible),
@@ -594,6 +662,7 @@ def summarise(cases: list[dict[str, Any]], plan_s: list[float],
         "replan_s_p95": _p95(replan_s),
         "cases": len(cases),
         "infeasible_cases": len(cases) - len(feasible),
+        "profile": profile,
     }
 
 
@@ -759,12 +828,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="worker processes (default: min(4, CPUs))")
     ap.add_argument("--full-fits", action="store_true",
                     help="also run tasks whose fidelities are fits from scratch")
-    ap.add_argument("--profile", choices=("median", "fitted", "shaped"), default="median",
+    ap.add_argument("--profile", choices=("median", "fitted", "shaped", "carried"),
+                    default="median",
                     help="the sweeps' profile section: 'median' seconds per step (default); "
                          "'fitted': mean seconds per later step, and the first step's extra "
                          "as its step_costs entry (as `elastune profile` writes it); 'shaped': "
                          "the mean cost of each step relative to a last-stage step "
-                         "(step_costs), as a profile from an earlier run would know it")
+                         "(step_costs), as a profile from an earlier run would know it; "
+                         "'carried': what an earlier sweep of the task (another seed) "
+                         "measured, as `profile: {from: DIR}` takes it")
+    ap.add_argument("--hindsight", action="store_true",
+                    help="also search each case's cheapest per-stage cluster in hindsight "
+                         "(benchmarks/hindsight.py; many more simulations) for "
+                         "cost_ratio_vs_hindsight_median_by_deadline")
     ap.add_argument("--accuracy-shape", choices=("gentle", "fixed"), default="gentle",
                     help="the accuracy sweeps' scheduler: 'gentle' leaves min_resource to the "
                          "planner, which starts at 1 and lets the best half of the first "
@@ -810,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(run_thousand, str(data_dir), t, itype, args.profile,
                        args.accuracy_shape, not args.quick)
         return run(run_task_seed, str(data_dir), t, s, itype, args.profile,
-                   args.accuracy_shape, args.early_promotion)
+                   args.accuracy_shape, args.early_promotion, args.hindsight)
 
     def label(t: Task, s: int | None, r: dict[str, Any]) -> str:
         what = f"seed {s}" if s is not None else f"a {THOUSAND}-trial job"
@@ -836,7 +912,8 @@ def main(argv: list[str] | None = None) -> int:
     thousand.sort(key=lambda r: order[(r["task"], None)])
     cases = [c for r in results for c in r["cases"]]
     replan_s = [x for r in results + thousand for x in r["replan_s"]]
-    summary = summarise(cases, [x for r in thousand for x in r["plan_s"]], replan_s)
+    summary = summarise(cases, [x for r in thousand for x in r["plan_s"]], replan_s,
+                        "carried" if args.profile == "carried" else "cold")
     wall = time.perf_counter() - started
 
     if args.json:
@@ -860,6 +937,9 @@ def main(argv: list[str] | None = None) -> int:
             "simulations": sum(r["simulations"] for r in results),
             "cases": cases,
             "static_runs": {f"{r['task']}#{r['seed']}": r["static_runs"] for r in results},
+            # --profile carried: what each task and seed's earlier sweep measured
+            "carried_profiles": {f"{r['task']}#{r['seed']}": r["carried_profile"]
+                                 for r in results if r["carried_profile"] is not None},
         }
         print(json.dumps({"summary": summary, "details": details}, default=_json_default))
     else:

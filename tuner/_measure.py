@@ -6,7 +6,7 @@ resumed segment's extra seconds, the boot latency of the instances it launched, 
 trials ran on several GPU counts. :func:`tuner._profiles.measured_profile` hands these to the
 planner of a later sweep of the same trainable; ``elastune profile DIR`` prints them.
 
-Hand-written: medians over the store's rows, a few lines each; no library reads this store.
+Hand-written: means and medians over the store's rows, a few lines each (no library reads it).
 """
 
 from __future__ import annotations
@@ -117,29 +117,30 @@ def _restore_s(steps: _Steps, rate: float) -> float:
 
 
 def _later_step_s(durations: dict[int, list[float]]) -> float | None:
-    """A later step's seconds: the median over the steps past ``MAX_COSTS`` or, in short
-    trials, past the first half of the indices measured."""
+    """A later step's seconds: the mean over the steps past ``MAX_COSTS`` or, in short
+    trials, past the first half of the indices measured (means: a stage's work is the sum of
+    its trials' steps, which grows with the mean, not the median)."""
     idx = sorted(k for k, v in durations.items() if len(v) >= MIN_SAMPLES)
     if len(idx) < 2:
         return None
     cut = MAX_COSTS if idx[-1] > MAX_COSTS else idx[len(idx) // 2]
     tail = [d for k in idx if k > cut for d in durations[k]]
     tail = tail or durations[idx[-1]]
-    value = statistics.median(tail)
+    value = statistics.fmean(tail)
     return value if value > 0 else None
 
 
 def _step_costs(steps: _Steps, rate: float, restore: float) -> list[float]:
-    """Each of a trial's first steps' cost relative to a later step, by index (measured
+    """Each of a trial's first steps' mean cost relative to a later step, by index (measured
     within segments, or at a resumed segment's first step less ``restore``), up to the first
     index measured by too few segments; flat trailing entries dropped."""
     costs: list[float] = []
     for k in range(1, MAX_COSTS + 1):
         within, resumed = steps.within.get(k, []), steps.resumed.get(k, [])
         if len(within) >= MIN_SAMPLES:
-            seconds = statistics.median(within)
+            seconds = statistics.fmean(within)
         elif len(resumed) >= MIN_SAMPLES:
-            seconds = statistics.median(resumed) - restore
+            seconds = statistics.fmean(resumed) - restore
         else:
             break
         if rate <= 0:

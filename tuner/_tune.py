@@ -211,7 +211,8 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
                 store.update_experiment(config=json.dumps(sweep.to_json_dict()),
                                         time_budget_s=sweep.time_budget_s,
                                         cost_budget_usd=sweep.cost_budget_usd,
-                                        state=ExperimentState.RUNNING, finished_at=None)
+                                        state=ExperimentState.RUNNING, finished_at=None,
+                                        message=None)
                 store.set_meta(SHAPE_CHOSEN, "1" if chosen else "0")
         except BaseException:
             store.close()

@@ -19,7 +19,7 @@ SUMMARY_KEYS = {
     "cost_ratio_vs_static_min_median_by_deadline", "cost_ratio_vs_static_min_max",
     "cost_ratio_vs_lower_bound_median", "deadline_met_frac", "budget_overruns",
     "accuracy_win_frac_vs_asha_fixed", "plan_solve_s_p95", "replan_s_p95", "cases",
-    "infeasible_cases",
+    "infeasible_cases", "cost_ratio_vs_hindsight_median_by_deadline", "profile",
 }
 
 
@@ -38,6 +38,8 @@ def test_planner_benchmark_quick_json():
     assert set(doc) == {"summary", "details"}
     summary, details = doc["summary"], doc["details"]
     assert set(summary) == SUMMARY_KEYS
+    assert summary["profile"] == "cold"
+    assert summary["cost_ratio_vs_hindsight_median_by_deadline"] is None   # (no --hindsight)
 
     by_deadline = summary["cost_ratio_vs_static_min_median_by_deadline"]
     assert set(by_deadline) == {"1.25", "1.5", "3", "6"}
@@ -173,6 +175,43 @@ def test_planner_benchmark_runs_with_the_shaped_profile():
     assert doc["details"]["profile"] == "shaped" and doc["summary"]["cases"] == 4
     for case in doc["details"]["cases"]:
         assert case["planner"]["spend_usd"] > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.slow
+def test_planner_benchmark_carries_a_profile_an_earlier_sweep_measured():
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
+         "--seeds", "1", "--max-tasks", "1", "--profile", "carried", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout)
+    assert doc["summary"]["profile"] == "carried" and doc["summary"]["cases"] == 4
+    (key, carried), = doc["details"]["carried_profiles"].items()
+    task = doc["details"]["tasks"][0]
+    assert key == f"{task['name']}#0"
+    # Measured on the simulated run: its step time is near the task's, not the default's.
+    assert 0.3 < carried["seconds_per_step"] / task["s_per_step"] < 3
+    low, high = carried["boot_s"]
+    assert 60 <= low <= high <= 180                          # the simulated boots' range
+
+
+def test_the_carried_profile_is_what_elastune_profile_reads_from_the_earlier_sweep():
+    from benchmarks.planner import carried_profile, make_task, one_gpu_type
+    from tuner.sim import discover, load_curves
+
+    name = discover(SAMPLE_DIR)[0]
+    task = make_task(SAMPLE_DIR, name)
+    profile = carried_profile(load_curves(SAMPLE_DIR, name), task, 0, one_gpu_type())
+    again = carried_profile(load_curves(SAMPLE_DIR, name), task, 0, one_gpu_type())
+    other = carried_profile(load_curves(SAMPLE_DIR, name), task, 1, one_gpu_type())
+    assert profile == again and profile != other   # seeded: another seed, other noise
+    from tuner import load_sweep
+
+    assert load_sweep({"trainable": "operator:add", "metric": "m", "space": {"x": 1.0},
+                       "scheduler": {"max_resource": 9}, "budget": {"time": "1h"},
+                       "profile": profile}).profile.seconds_per_step == \
+        profile["seconds_per_step"]
 
 
 def test_the_planner_benchmarks_run_sweeps_as_users_write_them():
