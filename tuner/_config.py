@@ -388,7 +388,8 @@ class ProfileConfig(_Section):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True,
                               populate_by_name=True)
 
-    # (``from`` in a sweep: an experiment directory, relative to the sweep file's folder)
+    # an experiment directory (relative to the sweep file's folder) whose measured profile
+    # (`elastune profile DIR`) fills every key this section does not set
     from_: str | None = Field(None, alias="from", min_length=1, strict=True)
 
     seconds_per_step: float = Field(1.0, gt=0, le=MAX_PROFILE_S, strict=True,

@@ -68,7 +68,7 @@ def field_comments(model: type) -> dict[str, str]:
                                    or re.search(rf"\b{re.escape(name)}", block)):
             text = block
         if text:
-            own[name] = text
+            own[model.model_fields[name].alias or name] = text   # (as the file spells it)
     return own
 
 
