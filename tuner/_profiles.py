@@ -93,16 +93,17 @@ def measurement(folder: Path) -> dict[str, Any]:
 
 def earlier_profile(key: str, root: Path, exclude: Path | None = None
                     ) -> tuple[Path, dict[str, Any]] | None:
-    """The profile measured by the newest experiment under ``root`` that ran the trainable
-    ``key`` (see :func:`trainable_key`) and finished a segment; None when there is none."""
+    """What the newest experiment under ``root`` that ran the trainable ``key`` (see
+    :func:`trainable_key`) and finished a segment measured (:func:`tuner._measure.measure`:
+    ``profile`` and ``notes``); None when there is none."""
     if not root.is_dir():
         return None
-    found = []
+    stores = []
     for folder in root.iterdir():
         db = folder / STORE_NAME
         if db.is_file() and (exclude is None or folder.resolve() != exclude.resolve()):
-            found.append((db.stat().st_mtime, folder))
-    for _, folder in sorted(found, reverse=True)[:_SCAN_LIMIT]:
+            stores.append((db.stat().st_mtime, folder))
+    for _, folder in sorted(stores, reverse=True)[:_SCAN_LIMIT]:
         try:
             store = Store(folder, readonly=True)
         except Exception:   # another program's file, a store being created: not ours to read
@@ -110,14 +111,14 @@ def earlier_profile(key: str, root: Path, exclude: Path | None = None
         try:
             if store.meta(TRAINABLE_KEY) != key:
                 continue
-            profile = measured_profile(store)
+            found = measure(store)
         except Exception as exc:    # an older or damaged store: skipped, said once
             log.debug("skipping %s: %s", folder, exc)
             continue
         finally:
             store.close()
-        if profile is not None:
-            return folder, profile
+        if found is not None:
+            return folder, found
     return None
 
 
@@ -155,11 +156,7 @@ def with_profile(sweep: SweepConfig, root: Path, exclude: Path | None = None
     found_at = earlier_profile(key, root, exclude) if key is not None else None
     if found_at is None:
         return sweep, DEFAULT
-    folder, _ = found_at
-    try:
-        found = measurement(folder)
-    except ConfigError:
-        return sweep, DEFAULT
+    folder, found = found_at   # (read once: measuring reads every report of the store)
     return _merged(sweep, found, keep=set()), f"{MEASURED}: {folder}"
 
 

@@ -163,15 +163,20 @@ def test_the_shaped_profile_is_the_sets_own_step_costs():
     assert checked, "no sample task whose configurations all run to the last rung"
 
 
+def _one_case_per_deadline(profile: str, timeout: float) -> dict:
+    """The benchmark's --json on one sample task and seed with ``--profile``."""
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
+         "--seeds", "1", "--max-tasks", "1", "--profile", profile, "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.slow
 def test_planner_benchmark_runs_with_the_shaped_profile():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
-         "--seeds", "1", "--max-tasks", "1", "--profile", "shaped", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=80)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    doc = json.loads(proc.stdout)
+    doc = _one_case_per_deadline("shaped", timeout=80)
     assert doc["details"]["profile"] == "shaped" and doc["summary"]["cases"] == 4
     for case in doc["details"]["cases"]:
         assert case["planner"]["spend_usd"] > 0
@@ -180,12 +185,7 @@ def test_planner_benchmark_runs_with_the_shaped_profile():
 @pytest.mark.timeout(120)
 @pytest.mark.slow
 def test_planner_benchmark_carries_a_profile_an_earlier_sweep_measured():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/planner.py", "--data", str(SAMPLE_DIR), "--quick",
-         "--seeds", "1", "--max-tasks", "1", "--profile", "carried", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=110)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    doc = json.loads(proc.stdout)
+    doc = _one_case_per_deadline("carried", timeout=110)
     assert doc["summary"]["profile"] == "carried" and doc["summary"]["cases"] == 4
     (key, carried), = doc["details"]["carried_profiles"].items()
     task = doc["details"]["tasks"][0]

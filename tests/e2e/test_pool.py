@@ -105,6 +105,14 @@ def _sweep(log: Path, name: str = "pooled", **provider) -> dict:
                          **provider}}
 
 
+def _wait_for_line(log: Path, text: str, timeout: float) -> None:
+    """Until a worker's log says ``text`` (it fails with the log's end after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.2)
+
+
 def _runs(log: Path) -> Path:
     log.mkdir(exist_ok=True)
     return log
@@ -226,10 +234,7 @@ def test_a_frozen_worker_that_comes_back_writes_nothing_into_a_segment_given_awa
                   and s["state"] in ("lost", "stale")]
     assert given_away
     # Thawed, it found its segment revoked: no checkpoint, and the log says why.
-    deadline = time.monotonic() + 20
-    while "was given to another worker" not in (pool.log / "pw1.log").read_text():
-        assert time.monotonic() < deadline, (pool.log / "pw1.log").read_text()[-2000:]
-        time.sleep(0.2)
+    _wait_for_line(pool.log / "pw1.log", "was given to another worker", 20)
 
 
 def test_a_worker_frozen_past_the_sweeps_end_writes_nothing_when_it_wakes(
@@ -263,10 +268,7 @@ def test_a_worker_frozen_past_the_sweeps_end_writes_nothing_when_it_wakes(
     checkpoints = {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").rglob("*")
                    if "checkpoints" in p.parts and p.is_file()}
     os.killpg(pool.procs["pw1"].pid, signal.SIGCONT)
-    deadline = time.monotonic() + 30
-    while "was given to another worker" not in (pool.log / "pw1.log").read_text():
-        assert time.monotonic() < deadline, (pool.log / "pw1.log").read_text()[-2000:]
-        time.sleep(0.2)
+    _wait_for_line(pool.log / "pw1.log", "was given to another worker", 30)
     assert checkpoints == {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").rglob("*")
                            if "checkpoints" in p.parts and p.is_file()}
     assert_nothing_lost(tmp_path / "exp", log)
