@@ -5,7 +5,7 @@ from budgets._clock import Clock, RealClock, SimClock
 from budgets._first_plan import initial_accuracy_plan
 from budgets._job import JobShape, stage_time
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
-from budgets._pace import TrialPaces, stage_paces
+from budgets._pace import TrialPaces, list_makespan, slowest_first, stage_paces
 from budgets._plan import Plan, RungPlan, TimelinePoint
 from budgets._planner import (
     choose_instance,
@@ -88,6 +88,7 @@ __all__ = [
     "RealClock",
     "fit_segment_times",
     "initial_accuracy_plan",
+    "list_makespan",
     "SimClock",
     "Speedup",
     "billed",
@@ -100,6 +101,7 @@ __all__ = [
     "plan_static",
     "read_prices",
     "shipped_prices_path",
+    "slowest_first",
     "stage_paces",
     "stage_time",
     "trial_counts",

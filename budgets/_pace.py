@@ -10,7 +10,10 @@ costs); :func:`stage_paces` turns the ranked members of the current
 stage into a (mean, slowest) pace per stage left, taking the best-ranked members as the
 likely survivors of each later stage, and no faster at their slowest than the pool's
 m / (m + 1) quantile (the ranking is a weak guess; measured on the planner benchmark:
-docs/benchmarks/tuning-log.md#stage-paces).
+docs/benchmarks/tuning-log.md#stage-paces). Once a stage's trials all have paces,
+:func:`slowest_first` says whether handing them out slowest first (Graham's
+longest-processing-time rule) ends the stage sooner than their rank order, each a list
+schedule (:func:`list_makespan`: each job to the slot free first).
 
 Hand-written: a ratio of sums per trial; no library models this.
 
@@ -23,13 +26,18 @@ Example::
     (1.5, None)
     >>> stage_paces([1.5, 1.0, None], [True, True, True], [3, 1])
     [(1.1667, 1.5), (1.5, 1.5)]
+    >>> list_makespan([1.0, 1.0, 2.0], slots=2), list_makespan([2.0, 1.0, 1.0], slots=2)
+    (3.0, 2.0)
+    >>> slowest_first([1.0, 1.0, 2.0], slots=2)
+    [2, 0, 1]
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
-__all__ = ["TrialPaces", "stage_paces"]
+__all__ = ["TrialPaces", "list_makespan", "slowest_first", "stage_paces"]
 
 
 class TrialPaces:
@@ -105,3 +113,30 @@ def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
             slowest = max(slowest, pool[min(len(pool) - 1, int(len(pool) * m / (m + 1)))])
         out.append((round(sum(group) / len(group), 4), round(slowest, 4)))
     return out
+
+
+def list_makespan(times: Sequence[float], slots: int, free: Sequence[float] = ()) -> float:
+    """When the last of ``times`` ends if each goes, in the order given, to the slot free
+    first; ``slots`` slots, free at 0 except those ``free`` lists (their own free times, e.g.
+    negative for slots already at work before the others are up). 0 for no jobs."""
+    if slots < 1:
+        raise ValueError(f"slots is {slots!r}, but must be an int >= 1")
+    heap = sorted(list(free)[:slots] + [0.0] * max(0, slots - len(free)))
+    end = 0.0
+    for t in times:
+        start = heapq.heappop(heap)
+        heapq.heappush(heap, start + t)
+        end = max(end, start + t)
+    return end
+
+
+def slowest_first(paces: Sequence[float], slots: int) -> list[int] | None:
+    """The indices of ``paces`` slowest first (ties in the order given), when that order's
+    list schedule on ``slots`` slots ends before the order given does; else None (it would
+    not shorten the stage: no more jobs than slots, or the order is already as good)."""
+    if len(paces) <= slots:
+        return None
+    order = sorted(range(len(paces)), key=lambda i: -paces[i])
+    if list_makespan([paces[i] for i in order], slots) < list_makespan(paces, slots) - 1e-9:
+        return order
+    return None

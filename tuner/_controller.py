@@ -241,6 +241,7 @@ class Controller:
     # -- dispatch ---------------------------------------------------------------------------
     def _dispatch(self, now: float) -> None:
         state = self.state
+        self.plans.order_stage()
         slots_needed = max(1, self.spec.gpus_per_trial)
         # A spot policy that has turned to on-demand gives its spot instances no more work.
         spot_ok = (self.spec.spot_policy is None or self.scaling is None

@@ -2,7 +2,8 @@
 
 The controller writes every call that changes its scheduler's state to the store (a job it
 committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
-early, a stage's promotions limited or widened, a new bracket started) in order.
+early, a stage's promotions limited or widened or one handed out first, a new bracket
+started) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -53,6 +54,12 @@ def replay(scheduler: Scheduler, entries: Iterable[Mapping[str, Any]]) -> int:
                 raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                    "decide a stage early")
             decide()
+        elif kind == "first":
+            first = getattr(scheduler, "hand_out_first", None)
+            if first is None:
+                raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                                   "order a stage's jobs")
+            first(trial_id)
         elif kind in _RESIZES:
             name, verb = _RESIZES[kind]
             resize = getattr(scheduler, name, None)

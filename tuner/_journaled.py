@@ -88,6 +88,12 @@ class JournaledScheduler:
         self.store.journal_add("decide", "*")
         return self.staged.decide_stage()
 
+    def hand_out_first(self, trial_id: str) -> None:
+        """Hand ``trial_id``'s queued promotion out before the others (journaled)."""
+        assert self.staged is not None
+        self.store.journal_add("first", trial_id)
+        self.staged.hand_out_first(trial_id)
+
     def resize_stage(self, stage: int, trials: int) -> None:
         """Promote ``trials`` into ``stage``: fewer than successive halving would (a limit)
         or more (a widening); journaled only when the sizes changed."""

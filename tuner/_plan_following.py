@@ -24,6 +24,7 @@ from budgets import (
     ReplanView,
     ScalingPolicy,
     fit_segment_times,
+    slowest_first,
 )
 from tuner._executor import Executor
 from tuner._journaled import JournaledScheduler
@@ -83,6 +84,7 @@ class PlanFollowing:
         self.calibration_kept: str | None = None   # the re-planner's, as last stored
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
+        self._ordered: tuple[int, int] | None = None   # (bracket's first trial, stage) ordered
 
     @property
     def cuts_stages(self) -> bool:
@@ -94,6 +96,41 @@ class PlanFollowing:
     def plan(self) -> Plan | None:
         """The plan the scaling policy follows (None: it follows none)."""
         return self.scaling.plan if isinstance(self.scaling, FollowPlan) else None
+
+    def order_stage(self) -> None:
+        """As a synchronous stage's promotions are about to go out (from the second stage on,
+        where every trial has trained and has a pace): hand them out slowest first when that
+        list schedule ends the stage sooner on the slots the plan gives it, or the cluster has
+        (Graham's longest-processing-time rule: a slowest trial started in the last wave is
+        what makes a stage late), journaled. Once per stage; not with early promotion (its
+        jobs go out as they become certain)."""
+        staged = self.scheduler.staged
+        if staged is None or self.scheduler.early_promotion or staged.stage == 0:
+            return
+        key = (self.state.bracket_first, staged.stage)
+        queued = staged.queued()
+        if self._ordered == key or not queued:
+            return
+        self._ordered = key
+        fit = self.fit(self.timings.segment_times)
+        if fit is None:
+            return
+        paces = [self.timings.paces.pace(t, s_per_step=fit[0]) for t in queued]
+        if any(p is None for p in paces):
+            return
+        plan = self.plan
+        if plan is not None:
+            per = max(1, self.cluster.provider.slots(self.spec.instance_type)
+                      // max(1, self.spec.gpus_per_trial))
+            slots = plan.workers_for_rung(staged.stage) * per
+        else:
+            slots = self.cluster.trial_slots()
+        order = slowest_first([float(p) for p in paces if p is not None], max(1, slots))
+        if order is None:
+            return
+        log.info("stage %d: its %d trials go out slowest first", staged.stage, len(order))
+        for i in reversed(order):
+            self.scheduler.hand_out_first(queued[i])
 
     def cut_stragglers(self, now: float) -> None:
         """HyperSched's admission control near the deadline, for a sweep whose shape the
@@ -412,3 +449,4 @@ class PlanFollowing:
         ranked = sorted((t for t in staged.members() if t in self.state.trials), key=rank)
         return {"paces": tuple(self.timings.paces.pace(t, s_per_step=s_per_step) for t in ranked),
                 "pending": tuple(self.state.trials[t].step < to for t in ranked)}
+

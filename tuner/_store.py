@@ -312,8 +312,9 @@ class Store:
                     flag: bool = False) -> None:
         """One call the controller made to its scheduler (``job``, ``rung``, ``end``,
         ``lost``, ``close``: admission closed, ``decide``, ``promote``: at most ``step`` trials
-        promoted into stage ``bracket``, ``widen``: at least that many, ``bracket``: a new
-        bracket of ``step`` trials), in order: a resumed sweep replays them into a fresh
+        promoted into stage ``bracket``, ``widen``: at least that many, ``first``: the trial's
+        queued promotion handed out before the others, ``bracket``: a new bracket of ``step``
+        trials), in order: a resumed sweep replays them into a fresh
         scheduler; and ``limit`` (``step``: the most trials a re-plan admits, in the bracket
         under way)."""
         with self._tx():

@@ -16,7 +16,9 @@ from budgets import (
     Replanner,
     ReplanView,
     TrialPaces,
+    list_makespan,
     plan_remaining,
+    slowest_first,
     stage_paces,
 )
 from tests._sims import GPU, SHA, SIM_GPU, Synth
@@ -86,6 +88,55 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial():
         plan_remaining(shape, profile, GPU, 600.0, paces=[(2.0, 1.0)], **kw)
     with pytest.raises(ValueError, match=r"paces\[1\]"):
         plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (0.0, 1.0)], **kw)
+
+
+def test_slowest_first_only_where_it_ends_the_stage_sooner():
+    assert slowest_first([1.0, 1.0, 2.0], slots=2) == [2, 0, 1]
+    assert slowest_first([2.0, 1.0, 1.0], slots=2) is None      # already so
+    assert slowest_first([1.0, 1.0, 2.0], slots=3) is None      # all at once
+    assert slowest_first([1.0, 1.0, 1.0, 1.0], slots=2) is None  # no difference
+    assert list_makespan([], 3) == 0.0
+    with pytest.raises(ValueError, match="slots"):
+        list_makespan([1.0], 0)
+
+
+class _SlowThird(Synth):
+    """9 configs, c8 best; c6, the third best, takes 40 s a step, the others 10 s."""
+
+    def __init__(self) -> None:
+        super().__init__(9)
+        self.q = {f"c{i}": 0.5 + i / 20 for i in range(9)}
+
+    def cost_s(self, c, a, b):
+        return (40.0 if c == "c6" else 10.0) * (b - a)
+
+
+def test_a_fixed_cluster_starts_a_stage_with_its_slowest_trial_and_a_resume_replays_it(tmp_path):
+    # Rungs 1/3/9, 9 trials on 2 workers: stage 1 runs c8, c7 (20 s each) and c6 (80 s).
+    # In rank order c6 starts when a slot frees at 20 s, and the stage lasts 100 s; slowest
+    # first it starts at once, and the stage lasts 80 s.
+    from tuner._journal import replay
+    from tuner.schedulers import SuccessiveHalving
+    from tuner.sim import simulate
+
+    sweep = {"metric": "acc", "mode": "max", "scheduler": {**SHA, "max_resource": 9},
+             "num_trials": 9, "provider": {"type": "local", "workers": 2}}
+    r = simulate(sweep, _SlowThird(), seed=0, time_budget=None, cost_budget=10.0,
+                 store_path=tmp_path / "s.db")
+    assert r.outcome.reason == "done"
+    journal = r.store.journal()
+    firsts = [e["trial_id"] for e in journal if e["kind"] == "first"]
+    ids = _SlowThird().config_ids()
+    params = {row["trial_id"]: ids[json.loads(row["params"])["config"]]
+              for row in r.store.query("SELECT trial_id, params FROM trials")}
+    assert firsts and params[firsts[-1]] == "c6"   # the last one moved leads
+    stage1 = [s for s in r.store.segments() if s["stop_step"] == 3]
+    start, end = min(s["started_at"] for s in stage1), max(s["finished_at"] for s in stage1)
+    slow = next(s for s in stage1 if params[s["trial_id"]] == "c6")
+    assert slow["started_at"] == start and end - start == pytest.approx(80.0, abs=1.0)
+    # A resumed sweep replays the order: the journal replays into a fresh scheduler.
+    fresh = SuccessiveHalving(1, 9, 3, mode="max", num_trials=9)
+    assert replay(fresh, journal) == len(journal) and fresh.is_finished()
 
 
 def test_the_replanner_plans_later_stages_with_the_likely_survivors_paces():

@@ -291,6 +291,20 @@ class SuccessiveHalving(_RungScheduler):
         :meth:`widen_stage`) until the last of them reports."""
         return self._all_started() and not self._lost and not self._ready
 
+    def queued(self) -> list[str]:
+        """The trials whose jobs are decided and not handed out yet (a lost segment's, then
+        promotions), in the order they go out."""
+        return [job.trial_id for job in (*self._lost, *self._ready)]
+
+    def hand_out_first(self, trial_id: str) -> None:
+        """Hand out ``trial_id``'s queued promotion before the other promotions (the order
+        of a stage's jobs is the controller's to choose: starting its slowest trials first
+        can end the stage sooner). Raises ValueError when no promotion of it is queued."""
+        at = next((i for i, job in enumerate(self._ready) if job.trial_id == trial_id), None)
+        if at is None:
+            raise ValueError(f"trial_id is {trial_id!r}, but no promotion of it is queued")
+        self._ready.insert(0, self._ready.pop(at))
+
     def stragglers(self) -> list[str]:
         """The trials a :meth:`decide_stage` now would prune: those of the current stage still
         training in it, when at least enough others have reached its rung to fill the next

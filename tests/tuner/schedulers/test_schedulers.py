@@ -685,3 +685,16 @@ def test_early_promotion_is_for_synchronous_halving_with_a_given_number_of_trial
     assert make_scheduler("sha", 1, 9, 3, "max", 9, early_promotion=True).early_promotion
     with pytest.raises(ValueError, match="early_promotion"):
         SuccessiveHalving(1, 9, 3, "max", 9, early_promotion=1)
+
+
+def test_sha_hands_a_queued_promotion_out_first_when_asked():
+    sha = SuccessiveHalving(min_resource=1, max_resource=9, reduction_factor=3)
+    jobs = [sha.next_job(f"t{i}") for i in range(9)]
+    for i, job in enumerate(jobs):
+        sha.on_rung(job.trial_id, job.to_step, float(i))
+    assert sha.queued() == ["t8", "t7", "t6"]          # rank order
+    sha.hand_out_first("t6")
+    assert sha.queued() == ["t6", "t8", "t7"]
+    assert [sha.next_job("x").trial_id for _ in range(3)] == ["t6", "t8", "t7"]
+    with pytest.raises(ValueError, match="no promotion of it is queued"):
+        sha.hand_out_first("t0")
