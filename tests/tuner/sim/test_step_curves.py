@@ -100,6 +100,18 @@ def test_shorter_and_crashed_runs_end_early(toy):
     assert cs.last_step("4") == 0 and cs.diverged("4") and cs.cost_s("4", 0, 4) == 0.0
 
 
+def test_without_a_planned_total_a_run_ends_at_its_last_evaluation(tmp_path):
+    _write_set(tmp_path / "unplanned")
+    configs = pd.read_csv(tmp_path / "unplanned" / "configs.csv")
+    configs.drop(columns="total_model_steps").to_csv(tmp_path / "unplanned" / "configs.csv",
+                                                     index=False)
+    cs = load_curves(tmp_path, "unplanned/toy_a")
+    assert [cs.last_step(c) for c in cs.config_ids()] == [4, 2, 2, 0]
+    assert not any(cs.diverged(c) for c in cs.config_ids())
+    assert cs.cost_s("1", 3, 4) == pytest.approx(500 * 32 * SECONDS_PER_EXAMPLE)
+    assert "total_model_steps" not in cs.params("1")
+
+
 # -- the shared set ---------------------------------------------------------------------------
 needs_deberta = pytest.mark.skipif(not DEBERTA.is_dir(), reason=f"no curve set at {DEBERTA}")
 
