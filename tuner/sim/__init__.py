@@ -3,7 +3,14 @@ that replays recorded learning curves (``simulate``), the curve sets it replays,
 faults it can inject. It may import what it simulates; nothing outside it imports it but
 benchmarks, notebooks and tests."""
 
-from tuner.sim._curves import SAMPLE_DIR, CurveSet, default_data_dir, discover, load_curves
+from tuner.sim._curves import (
+    SAMPLE_DIR,
+    CurveSet,
+    TimeSource,
+    default_data_dir,
+    discover,
+    load_curves,
+)
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
 from tuner.sim._simulate import (
@@ -26,6 +33,7 @@ __all__ = [
     "SimInstanceType",
     "SimProvider",
     "SimResult",
+    "TimeSource",
     "default_data_dir",
     "discover",
     "load_curves",

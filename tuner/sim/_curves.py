@@ -10,15 +10,24 @@ its files and their columns, never by its folder name, and its tasks are read fr
 - full fits (``lcdb1``: ``openmlid, learner, anchor, traintime_s, score_valid``; ``ecnas_nb101``:
   ``*_runs.csv`` with ``arch_hash, budget_epochs, repeat, val_acc, total_time_s``): every
   fidelity is a separate fit from scratch, so reaching step k costs the fit time at step k.
+- resumable, per optimizer step, without time (``opda_deberta_mnli``): ``configs.csv`` with
+  ``config_id``, a batch size (``train_batch_size`` or ``batch_size``) and optionally the planned
+  ``total_model_steps``; ``curves.csv.gz`` with ``config_id``, ``step``, a task column and
+  ``val_*`` or ``acc_*`` metrics, and no time column. A sweep step is one evaluation interval
+  (the most common gap between evaluations, 1,000 optimizer steps there); the last, partial one
+  ends at the planned total. Evaluations off that grid (the source's end-of-epoch ones) are not
+  steps. Seconds are modelled (:mod:`tuner.sim._modelled_time`), so the set's
+  :attr:`CurveSet.time_source` is ``MODELLED``.
 
-Step 0 is "not trained yet"; step k is the k-th epoch (resumable) or the k-th fidelity level in
-increasing order (full fits). Sets without wall-clock time (``opda_deberta_mnli``) are skipped.
+Step 0 is "not trained yet"; step k is the k-th epoch or evaluation interval (resumable) or the
+k-th fidelity level in increasing order (full fits).
 No tabular-benchmark library reads these CSVs (Syne Tune's blackboxes and YAHPO want their own
 formats and downloads), hence this small reader.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 from collections.abc import Callable, Iterable
@@ -27,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from tuner.sim._modelled_time import modelled_seconds
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "curves_sample"
 
@@ -37,6 +48,9 @@ _CONFIG_SUMMARY_PREFIXES = ("final_", "total_")
 _LCDB_COLUMNS = {"openmlid", "learner", "anchor", "traintime_s", "score_valid"}
 _NB101_COLUMNS = {"arch_hash", "budget_epochs", "repeat", "val_acc", "total_time_s"}
 _LOWER_IS_BETTER = ("loss", "entropy", "error", "mse", "rmse")
+_BATCH_COLUMNS = ("train_batch_size", "batch_size")
+_PLANNED_STEPS = "total_model_steps"
+_STEP_METRIC_PREFIXES = ("val_", "acc_")
 
 
 def default_data_dir() -> Path:
@@ -46,6 +60,13 @@ def default_data_dir() -> Path:
 
 
 # -- the curves of one task -------------------------------------------------------------------
+class TimeSource(enum.Enum):
+    """Where a curve set's seconds come from."""
+
+    RECORDED = "recorded"  # read from the set's files (measured, or a surrogate's prediction)
+    MODELLED = "modelled"  # the files hold none: steps x batch size at one published rate
+
+
 @dataclass(frozen=True)
 class _Curve:
     params: dict[str, float | int | str]
@@ -71,23 +92,29 @@ class CurveSet:
         curves = load_curves(default_data_dir(), discover(default_data_dir())[0], max_configs=8)
         c = curves.config_ids()[0]
         seconds, metric = curves.cost_s(c, 0, 3), curves.value(c, 3)
+
+    ``time_source`` says whether those seconds were read from the files or modelled
+    (:class:`TimeSource`).
     """
 
     def __init__(self, name: str, metric: str, mode: str, resumable: bool,
-                 curves: dict[str, _Curve]) -> None:
+                 curves: dict[str, _Curve],
+                 time_source: TimeSource = TimeSource.RECORDED) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode is {mode!r}, but must be 'max' or 'min'")
         self.name = name
         self.metric = metric
         self.mode = mode
         self.resumable = resumable
+        self.time_source = time_source
         self._curves = curves
         self.max_step = max((c.last_step for c in curves.values()), default=0)
 
     def __repr__(self) -> str:
         kind = "resumable" if self.resumable else "full fits"
         return (f"CurveSet({self.name!r}, {len(self._curves)} configs, metric={self.metric!r} "
-                f"({self.mode}), {kind}, max_step={self.max_step})")
+                f"({self.mode}), {kind}, max_step={self.max_step}, "
+                f"{self.time_source.value} seconds)")
 
     def __len__(self) -> int:
         return len(self._curves)
@@ -146,7 +173,7 @@ class CurveSet:
 
     def _subset(self, config_ids: Iterable[str]) -> CurveSet:
         return CurveSet(self.name, self.metric, self.mode, self.resumable,
-                        {c: self._curves[c] for c in config_ids})
+                        {c: self._curves[c] for c in config_ids}, self.time_source)
 
 
 def _check_step(what: str, step: int) -> int:
@@ -158,7 +185,7 @@ def _check_step(what: str, step: int) -> int:
 # -- finding sets in a directory --------------------------------------------------------------
 @dataclass(frozen=True)
 class _Source:
-    kind: str  # "resumable" | "lcdb" | "nb101"
+    kind: str  # "resumable" | "steps" | "lcdb" | "nb101"
     files: tuple[str, ...]  # file names inside the set folder
     task: str = ""  # nb101: the one task a runs file holds
 
@@ -189,6 +216,13 @@ def _sources(folder: str, signature: tuple) -> tuple[_Source, ...]:
             and any(c in curves for c in _TASK_COLUMNS)
             and any(c.startswith("val_") for c in curves)):
         found.append(_Source("resumable", ("configs.csv", "curves.csv.gz")))
+    elif (configs is not None and curves is not None and "config_id" in configs
+            and any(c in configs for c in _BATCH_COLUMNS)
+            and {"config_id", "step"} <= curves
+            and not any(c in curves for c in _TIME_COLUMNS)
+            and any(c in curves for c in _TASK_COLUMNS)
+            and any(c.startswith(_STEP_METRIC_PREFIXES) for c in curves)):
+        found.append(_Source("steps", ("configs.csv", "curves.csv.gz")))
     for name, cols in headers.items():
         if _LCDB_COLUMNS <= cols:
             found.append(_Source("lcdb", (name,)))
@@ -229,7 +263,7 @@ class _Tables:
     def __init__(self, folder: Path, sources: tuple[_Source, ...]) -> None:
         self._where: dict[str, tuple[_Source, pd.DataFrame, pd.DataFrame | None]] = {}
         for source in sources:
-            if source.kind == "resumable":
+            if source.kind in ("resumable", "steps"):
                 self._read_resumable(folder, source)
             elif source.kind == "lcdb":
                 frame = pd.read_csv(folder / source.files[0])
@@ -249,7 +283,8 @@ class _Tables:
         configs = pd.read_csv(folder / "configs.csv")
         curves = pd.read_csv(folder / "curves.csv.gz")
         task_col = next(c for c in _TASK_COLUMNS if c in curves.columns)
-        curves = curves.sort_values([task_col, "config_id", "epoch"], kind="stable")
+        index = "epoch" if source.kind == "resumable" else "step"
+        curves = curves.sort_values([task_col, "config_id", index], kind="stable")
         by_task = dict(iter(curves.groupby(task_col, sort=True)))
         if task_col in configs.columns:
             # tasks come from configs.csv, so runs that logged no epoch still count
@@ -268,6 +303,8 @@ class _Tables:
         source, rows, configs = self._where[task]
         if source.kind == "resumable":
             return _build_resumable(name, rows, configs)
+        if source.kind == "steps":
+            return _build_steps(name, rows, configs)
         if source.kind == "lcdb":
             return _build_full_fit(name, rows, "learner", "anchor", "traintime_s",
                                    "score_valid", lambda cid, _: {"learner": str(cid)})
@@ -340,6 +377,85 @@ def _build_resumable(name: str, curves: pd.DataFrame, configs: pd.DataFrame) -> 
              if s is not None}
         out[str(cid)] = _Curve(p, t, v[: last + 1], bool(flagged.get(cid, False)) or last < n)
     return CurveSet(name, metric, _mode_of(metric), True, out)
+
+
+def _build_steps(name: str, curves: pd.DataFrame, configs: pd.DataFrame) -> CurveSet:
+    """Step-indexed curves without time: sweep step k ends at optimizer step
+    ``min(k * interval, planned)`` and costs the modelled seconds of the steps since step k-1."""
+    metric = _step_metric(list(curves.columns))
+    batch_col = next(c for c in _BATCH_COLUMNS if c in configs.columns)
+    # the planned length is a setting of the run, as epochs_planned is for per-epoch sets
+    param_cols = [c for c in configs.columns if c == _PLANNED_STEPS or (
+        c not in _CONFIG_SUMMARY and not c.startswith(_CONFIG_SUMMARY_PREFIXES))]
+    flagged = (dict(zip(configs["config_id"], configs["diverged"].astype(bool), strict=True))
+               if "diverged" in configs.columns else {})
+    interval = _eval_interval(curves)
+
+    ids = curves["config_id"].to_numpy()
+    steps = curves["step"].to_numpy(dtype=np.int64)
+    vals = curves[metric].to_numpy(dtype=float)
+    keys, first = np.unique(ids, return_index=True)
+    bounds = dict(zip(keys.tolist(), zip(first, np.append(first[1:], len(ids)), strict=True),
+                      strict=True))
+    rows = dict(zip(configs["config_id"], configs.to_dict("records"), strict=True))
+    out: dict[str, _Curve] = {}
+    for cid in list(rows) + sorted(set(keys.tolist()) - set(rows)):
+        lo, hi = bounds.get(cid, (0, 0))
+        row = rows.get(cid, {})
+        planned = row.get(_PLANNED_STEPS)
+        planned = int(planned) if _is_number(planned) else int(steps[lo:hi].max(initial=0))
+        n = -(-planned // interval)  # blocks of `interval` steps, the last one partial
+        ends = np.minimum(np.arange(1, n + 1, dtype=np.int64) * interval, planned)
+        v = np.concatenate([[np.nan], _values_at(steps[lo:hi], vals[lo:hi], ends)])
+        ok = np.isfinite(v[1:])
+        last = n if ok.all() else int(np.argmin(ok))  # the run ends at its first missing block
+        batch = row.get(batch_col)
+        if last and not _is_number(batch):
+            raise ValueError(f"config {cid!r} of {name} has no {batch_col}, so its seconds "
+                             "cannot be modelled")
+        t = modelled_seconds(np.concatenate([[0], ends[:last]]), float(batch) if last else 1.0)
+        p = {k: x for k, x in ((k, _json_scalar(row[k])) for k in param_cols if k in row)
+             if x is not None}
+        out[str(cid)] = _Curve(p, t, v[: last + 1], bool(flagged.get(cid, False)) or last < n)
+    return CurveSet(name, metric, _mode_of(metric), True, out, TimeSource.MODELLED)
+
+
+def _step_metric(columns: list[str]) -> str:
+    """The first ``val_*`` column, as per-epoch sets choose, else the first ``acc_*`` one
+    (MultiNLI: matched accuracy, the split the task reports first)."""
+    for prefix in _STEP_METRIC_PREFIXES:
+        found = [c for c in columns if c.startswith(prefix)]
+        if found:
+            return found[0]
+    raise ValueError(f"no val_* or acc_* column among {columns}")
+
+
+def _eval_interval(curves: pd.DataFrame) -> int:
+    """The most common gap between a run's consecutive evaluations (rows sorted by config and
+    step); the smallest step where no run has two."""
+    step = curves["step"].to_numpy(dtype=np.int64)
+    cid = curves["config_id"].to_numpy()
+    gaps = np.diff(step)[(cid[1:] == cid[:-1]) & (np.diff(step) > 0)]
+    if len(gaps):
+        values, counts = np.unique(gaps, return_counts=True)
+        return int(values[np.argmax(counts)])
+    positive = step[step > 0]
+    return int(positive.min()) if len(positive) else 1
+
+
+def _values_at(steps: np.ndarray, values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``values`` at each of ``ends`` (``steps`` sorted); NaN where no evaluation was made."""
+    pos = np.searchsorted(steps, ends)
+    found = pos < len(steps)
+    found[found] = steps[pos[found]] == ends[found]
+    out = np.full(len(ends), np.nan)
+    out[found] = values[pos[found]]
+    return out
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) \
+        and math.isfinite(float(x))
 
 
 def _build_full_fit(name: str, rows: pd.DataFrame, config_col: str, fidelity_col: str,
