@@ -193,6 +193,11 @@ class Profile:
             as that shape at its own speed (:meth:`step_weight`). The seconds per step
             (prior, learned) are those of a step past the table. Empty: every step costs the
             same.
+        pace_quantiles: how much slower or faster than the mean trial the trials of an earlier
+            run trained, as ``((q, pace), ...)``, quantile ``q`` in (0, 1) increasing (e.g.
+            ``((0.5, 0.95), (0.9, 1.4), (0.99, 2.1))``): a stage of ``m`` trials whose own
+            paces are not known yet is planned to end with a trial at the ``m / (m + 1)``
+            quantile (:meth:`slowest_pace`). Empty: trials as alike as the mean.
     """
 
     prior_s_per_step: float
@@ -205,6 +210,7 @@ class Profile:
     speedup: Speedup = LINEAR
     window: int = 5
     step_costs: tuple[float, ...] = ()
+    pace_quantiles: tuple[tuple[float, float], ...] = ()
     _count: int = field(default=0, init=False, repr=False)
     _weight: float = field(default=0.0, init=False, repr=False)
     _total: float = field(default=0.0, init=False, repr=False)
@@ -229,6 +235,17 @@ class Profile:
                                 "numbers > 0")
             # Prefix sums: step_weight is asked per running segment on the controller's tick.
             self._cum = (0.0, *accumulate(self.step_costs))
+        try:
+            self.pace_quantiles = tuple((float(q), float(p)) for q, p in self.pace_quantiles)
+        except (TypeError, ValueError):
+            problems.append(f"pace_quantiles is {self.pace_quantiles!r}, but must be "
+                            "(quantile, pace) pairs")
+        else:
+            qs = [q for q, _ in self.pace_quantiles]
+            if not all(0 < q < 1 and math.isfinite(p) and p > 0
+                       for q, p in self.pace_quantiles) or qs != sorted(set(qs)):
+                problems.append(f"pace_quantiles is {self.pace_quantiles!r}, but must be "
+                                "(quantile in (0, 1), pace > 0) pairs, quantiles increasing")
         if not isinstance(self.window, int) or self.window < 1:
             problems.append(f"window is {self.window!r}, but must be an integer >= 1")
         if not isinstance(self.boot, BootLatency):
@@ -238,6 +255,21 @@ class Profile:
         if problems:
             raise ValueError("invalid Profile: " + "; ".join(problems))
         self._recent = deque(maxlen=self.window)
+
+    def slowest_pace(self, m: int) -> float:
+        """The pace (seconds per step over the mean trial's) of the slowest of ``m`` trials
+        drawn alike: :attr:`pace_quantiles` at ``m / (m + 1)``, interpolated linearly between
+        the quantiles given (the last one's beyond them), never below 1; 1.0 without them."""
+        table = self.pace_quantiles
+        if not table or m < 1:
+            return 1.0
+        q = m / (m + 1)
+        if q <= table[0][0]:
+            return max(1.0, table[0][1])
+        for (q0, p0), (q1, p1) in zip(table, table[1:], strict=False):
+            if q <= q1:
+                return max(1.0, p0 + (p1 - p0) * (q - q0) / (q1 - q0))
+        return max(1.0, table[-1][1])
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, steps: int, seconds: float, gpus: int = 1, weight: float = 1.0) -> None:

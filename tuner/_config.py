@@ -380,7 +380,9 @@ class ProfileConfig(_Section):
     of a trial's first steps costs relative to a later one (e.g. ``[3, 2, 1.5]``: a first
     epoch that warms caches), from an earlier run of the model, so the planner times each rung
     at what its steps cost and reads the first steps a sweep sees at that shape
-    (``seconds_per_step`` is then a later step's). ``from``: an experiment directory whose
+    (``seconds_per_step`` is then a later step's); ``pace_quantiles`` how much slower than the
+    mean trial an earlier run's trials trained, by quantile, so a stage is planned to end with
+    its slowest trial before any is measured. ``from``: an experiment directory whose
     measured profile (``elastune profile DIR``) fills every key the section does not set.
     """
 
@@ -402,6 +404,9 @@ class ProfileConfig(_Section):
     speedup: Literal["linear", "resnet50_cifar10", "babi_lstm", "resnet101"] | dict[
         int, float] = "linear"
     step_costs: tuple[float, ...] = ()
+    # how much slower or faster than the mean trial an earlier run's trials trained, by
+    # quantile: {0.5: 0.95, 0.9: 1.4, 0.99: 2.1}
+    pace_quantiles: dict[float, float] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -433,6 +438,24 @@ class ProfileConfig(_Section):
                               "expected a named table or {gpus: speed-up} with 1: 1.0, "
                               f"non-decreasing, s(g) <= g; {exc}") from None
         return table
+
+    @field_validator("pace_quantiles", mode="before")
+    @classmethod
+    def _pace_quantiles(cls, value: Any) -> dict[float, float]:
+        if value is None:
+            return {}
+        try:
+            table = {float(q): float(p) for q, p in dict(value).items()}
+        except (TypeError, ValueError):
+            table = None
+        if table is None or not all(0 < q < 1 and math.isfinite(p) and 0 < p <= MAX_PROFILE_S
+                                    for q, p in table.items()):
+            raise ConfigError(
+                "profile.pace_quantiles",
+                "expected {quantile: pace}, each quantile in (0, 1) and each pace > 0 (a "
+                "trial's seconds per step over the mean trial's), e.g. {0.5: 0.95, 0.9: 1.4}; "
+                f"got {_given(value)}")
+        return dict(sorted(table.items()))
 
     @field_validator("step_costs", mode="before")
     @classmethod

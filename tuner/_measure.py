@@ -74,7 +74,38 @@ def measure(store: Store) -> dict[str, Any] | None:
     speedup = _speedup(store, segs)
     if speedup is not None:
         profile["speedup"] = speedup
+    paces = _pace_quantiles(segs)
+    if paces:
+        profile["pace_quantiles"] = paces
+        notes["trials_paced"] = paces.pop("n")
     return {"profile": profile, "notes": notes}
+
+
+PACE_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+MIN_PACED = 8           # trials a spread is measured from at the least
+
+
+def _pace_quantiles(segs: list[Any]) -> dict[Any, float]:
+    """Each trial's first segment's seconds over the mean of the first segments that trained
+    the same steps (one GPU or the same count), at ``PACE_QUANTILES`` (and ``"n"``, how many
+    trials): how unlike the mean trial a stage's slowest is. Empty under ``MIN_PACED``."""
+    groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for r in segs:
+        if r["start_step"] == 0:
+            groups[(r["last_step"], r["gpus"] or 1)].append(
+                max(0.0, r["finished_at"] - r["started_at"]))
+    ratios = []
+    for times in groups.values():
+        mean = statistics.fmean(times)
+        if len(times) >= MIN_SAMPLES and mean > 0:
+            ratios += [t / mean for t in times]
+    if len(ratios) < MIN_PACED:
+        return {}
+    ratios.sort()
+    out: dict[Any, float] = {q: _r(ratios[min(len(ratios) - 1, int(q * len(ratios)))])
+                             for q in PACE_QUANTILES}
+    out["n"] = len(ratios)
+    return out
 
 
 @dataclass

@@ -132,6 +132,8 @@ def profile_yaml(found: dict[str, Any], folder: Path) -> str:
              f"{notes['segments']} finished segments"]
     for itype, (low, high) in sorted(notes.get("boot_s_by_type", {}).items()):
         lines.append(f"# boot latency on {itype}: {low:g} to {high:g} s")
+    if "trials_paced" in notes:
+        lines.append(f"# pace quantiles over {notes['trials_paced']} trials' first segments")
     body = yaml.safe_dump({"profile": found["profile"]}, sort_keys=False,
                           default_flow_style=None)
     return "\n".join(lines) + "\n" + body

@@ -740,3 +740,23 @@ def test_an_unreadable_calibration_is_left_out_of_a_resume_with_a_warning(tmp_pa
     assert "calibration is unreadable" in caplog.text
     assert rp.calibration() == {"bracket": 0, "late": 1.0, "stages": {}}
     assert second.run().reason == "done"
+
+
+def test_a_profile_with_an_earlier_runs_spread_plans_each_stage_to_end_with_its_slowest():
+    plain = Profile(10.0, boot=BootLatency.fixed(0))
+    spread = Profile(10.0, boot=BootLatency.fixed(0),
+                     pace_quantiles=((0.5, 0.9), (0.75, 1.5), (0.9, 2.0)))
+    # The slowest of m trials at the m / (m + 1) quantile: 1 trial at the median (never
+    # below 1), 3 at 0.75, 9 at 0.9, 27 beyond the table (its last).
+    assert [spread.slowest_pace(m) for m in (1, 3, 9, 27)] == [1.0, 1.5, 2.0, 2.0]
+    assert plain.slowest_pace(27) == 1.0
+    # 9 trials on 9 instances: each stage one wave, which ends with its slowest trial.
+    shape = JobShape(9, 1, 9, 3)
+    a = plan_remaining(shape, plain, GPU, None, from_stage=0, elapsed_s=0.0, live_workers=9,
+                       billing_minimum_s=0, max_workers=9)
+    b = plan_remaining(shape, spread, GPU, None, from_stage=0, elapsed_s=0.0, live_workers=9,
+                       billing_minimum_s=0, max_workers=9)
+    assert b.inputs["paces"] == [[1.0, 2.0], [1.0, 1.5], [1.0, 1.0]]
+    assert b.predicted_wall_s > a.predicted_wall_s
+    with pytest.raises(ValueError, match="pace_quantiles"):
+        Profile(10.0, pace_quantiles=((0.9, 2.0), (0.5, 1.0)))

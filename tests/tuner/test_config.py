@@ -672,7 +672,8 @@ def test_profile_section_defaults_forms_and_round_trip():
     stored = json.loads(json.dumps(cfg.to_json_dict(), allow_nan=False))
     assert stored["profile"] == {"seconds_per_step": 2.0, "setup_s": 30.0, "checkpoint_s": 1.5,
                                  "restore_s": 4.0, "boot_s": [90.0, 90.0],
-                                 "speedup": "resnet101", "step_costs": []}
+                                 "speedup": "resnet101", "step_costs": [],
+                                 "pace_quantiles": {}}
     assert load_sweep(stored | {"trainable": train}) == cfg
     assert load_sweep(base()).to_json_dict()["profile"]["boot_s"] is None
     warm = load_sweep(base(profile={"seconds_per_step": 2, "step_costs": [3, 1.5]}))
@@ -680,6 +681,13 @@ def test_profile_section_defaults_forms_and_round_trip():
     stored = json.loads(json.dumps(warm.to_json_dict(), allow_nan=False))
     assert stored["profile"]["step_costs"] == [3.0, 1.5]
     assert load_sweep(stored | {"trainable": train}) == warm
+    spread = load_sweep(base(profile={"pace_quantiles": {0.9: 1.4, 0.5: 0.95}}))
+    assert spread.profile.pace_quantiles == {0.5: 0.95, 0.9: 1.4}     # sorted by quantile
+    stored = json.loads(json.dumps(spread.to_json_dict(), allow_nan=False))
+    assert load_sweep(stored | {"trainable": train}) == spread
+    for bad in ({1.0: 2.0}, {0.5: 0}, [1.4], {"x": 1.0}):
+        with pytest.raises(ConfigError, match="profile.pace_quantiles"):
+            load_sweep(base(profile={"pace_quantiles": bad}))
 
 
 def test_sampler_choices_and_grid_handling():

@@ -64,3 +64,24 @@ def test_one_gpu_count_gives_no_speedup_and_an_empty_store_nothing(tmp_path):
     empty = Store(tmp_path / "b")
     empty.create_experiment("e", "e", {}, "score", "max", None, None)
     assert measure(empty) is None
+
+
+def test_the_trials_spread_is_measured_from_their_first_segments(tmp_path):
+    # Six trials are too few for a spread; twenty, each first segment over steps 1-4 taking
+    # 10 s x its pace (paces 0.5 to 2.4 in steps of 0.1, mean 1.45), are enough.
+    assert "pace_quantiles" not in measure(_store(tmp_path / "few", two_gpus=False))["profile"]
+    store = Store(tmp_path / "many")
+    store.create_experiment("e", "e", {}, "score", "max", None, None)
+    paces = [0.5 + 0.1 * k for k in range(20)]
+    for t, pace in enumerate(paces):
+        seg = f"e/t{t}/s0"
+        store.add_segment(seg, f"t{t}", "i0", 0, 4, 1, 0.0)
+        store.update_segment(seg, state="done", started_at=0.0, finished_at=40.0 * pace,
+                             last_step=4)
+    found = measure(store)
+    mean = sum(paces) / len(paces)
+    assert found["notes"]["trials_paced"] == 20
+    q = found["profile"]["pace_quantiles"]
+    assert list(q) == [0.5, 0.75, 0.9, 0.95, 0.99]
+    assert q[0.5] == pytest.approx(paces[10] / mean, rel=1e-3)
+    assert q[0.99] == pytest.approx(paces[19] / mean, rel=1e-3)
