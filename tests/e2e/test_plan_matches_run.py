@@ -133,7 +133,9 @@ def test_profile_prints_what_a_sweep_measured_and_a_later_sweep_starts_from_it(t
     assert 0.08 < measured["seconds_per_step"] < 0.2
     assert 3.5 < measured["step_costs"][0] < 9 and 1.8 < measured["step_costs"][1] < 4
     doc = json.loads(_cli("profile", "experiments/first", "--json", cwd=tmp_path).stdout)
-    assert doc["profile"] == measured and "local" in doc["notes"]["boot_s_by_type"]
+    # (JSON keys are strings: the pace quantiles read back as "0.5", not 0.5)
+    assert doc["profile"] == json.loads(json.dumps(measured))
+    assert "local" in doc["notes"]["boot_s_by_type"]
 
     # Another trainable (no earlier run of it): planned at the default profile unless told.
     other = WARMING_YAML.replace("tests.trainables:warming", "tests.trainables:quadratic")
