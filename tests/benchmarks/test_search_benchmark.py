@@ -110,12 +110,13 @@ def test_search_benchmark_quick_on_the_sample():
 
 
 def _no_hyperparameters(tmp_path: Path) -> Path:
-    """A copy of the sample's YAHPO set whose configs keep only their ids: every config has
-    curves, none has a hyperparameter a peer could sample."""
+    """A copy of the sample's YAHPO set whose configs all have the same batch size and nothing
+    else: every config has curves, none has a hyperparameter a peer could sample."""
     src = SAMPLE_DIR / "yahpo_lcbench_surrogate"
     dst = tmp_path / "data" / "bare"
     dst.mkdir(parents=True)
-    pd.read_csv(src / "configs.csv")[["config_id"]].to_csv(dst / "configs.csv", index=False)
+    configs = pd.read_csv(src / "configs.csv")[["config_id"]].assign(batch_size=64)
+    configs.to_csv(dst / "configs.csv", index=False)
     (dst / "curves.csv.gz").write_bytes((src / "curves.csv.gz").read_bytes())
     return tmp_path / "data"
 
