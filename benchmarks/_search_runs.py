@@ -51,13 +51,15 @@ def run_task(task: SearchTask, seeds: int, workers: int, price_per_hour: float,
     for seed in range(seeds):
         for method, sampler in ((ELASTUNE, "tpe"), (ELASTUNE_RANDOM, "random")):
             for key, usd in budgets.items():
+                started = time.perf_counter()
                 r = elastune.run(task, workers, price_per_hour, sampler, seed, usd)
                 found = elastune.best_reported(r, task.mode)
                 runs.append({"task": task.name, "method": method, "seed": seed,
                              "budget": key, "budget_usd": usd,
                              "found": found, "regret": task.regret(found),
                              "spend_usd": r.spend_usd, "trials": len(r.trials),
-                             "reason": str(r.outcome.reason), "error": None})
+                             "reason": str(r.outcome.reason), "error": None,
+                             "run_s": time.perf_counter() - started})
         for name in peers:
             horizon = max(budgets.values()) / dollars_per_s
             started = time.perf_counter()
