@@ -149,8 +149,9 @@ def make_task(data_dir: Path, name: str) -> SearchTask | None:
 
 def select_tasks(data_dir: Path, *, quick: bool, per_set: int | None,
                  log: Callable[[str], None]) -> list[SearchTask]:
-    """Per set (sorted), its tasks in natural order, evenly spaced: every k-th with k =
-    ceil(tasks / per_set), so at most ``per_set`` of them (``quick``: the first of each).
+    """Per set (sorted), its tasks in natural order, evenly spaced: every k-th from the first
+    with k = floor(tasks / per_set), then the first ``per_set`` of those, so ``per_set`` of
+    them where the set has that many (``quick``: the first of each).
     Tasks that cannot hold a halving are skipped and said so."""
     by_set: dict[str, list[str]] = {}
     for name in discover(data_dir):
@@ -159,7 +160,7 @@ def select_tasks(data_dir: Path, *, quick: bool, per_set: int | None,
     out: list[SearchTask] = []
     for set_name in sorted(by_set):
         names = sorted(by_set[set_name], key=_natural)
-        step = max(1, math.ceil(len(names) / want))
+        step = max(1, len(names) // want)
         for name in names[::step][:want]:
             task = make_task(data_dir, name)
             if task is None:
