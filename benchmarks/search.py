@@ -42,6 +42,7 @@ Syne Tune and matplotlib come with the ``search-bench`` extra (``pip install -e
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--peers: unknown {', '.join(map(repr, unknown))}; allowed: "
                  f"{', '.join(PEERS)}")
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        ap.error("--plot needs matplotlib: pip install -e '.[search-bench]'")
     data_dir = args.data if args.data is not None else default_data_dir()
     if not data_dir.is_dir():
         ap.error(f"--data {str(data_dir)!r} is not a directory")

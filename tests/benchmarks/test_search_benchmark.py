@@ -154,3 +154,24 @@ def test_syne_tune_replays_the_same_steps_and_stops_at_the_dollars():
         assert all(round(v, 6) in table for _, v in reports)
     # the same horizon lets Optuna's replay run the same order of steps
     assert _search_optuna.run(task, 4, horizon, 0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                    reason="matplotlib is not installed (the search-bench extra)")
+def test_the_plot_is_a_png_of_every_method(tmp_path: Path):
+    from benchmarks._search_plot import plot
+
+    row = {"iqm": 0.3, "ci_low": 0.2, "ci_high": 0.5, "tasks": 3}
+    table = {m: {k: dict(row) for k in BUDGETS} for m in ("elastune", OPTUNA)}
+    table[OPTUNA]["0.25"] = {"iqm": None, "ci_low": None, "ci_high": None, "tasks": 0}
+    plot(table, tmp_path / "regret.png", "two methods")
+    assert (tmp_path / "regret.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
+                    reason="matplotlib is installed")
+def test_plot_without_matplotlib_says_what_to_install(tmp_path: Path):
+    proc = subprocess.run([sys.executable, "benchmarks/search.py", "--data", str(SAMPLE_DIR),
+                           "--quick", "--plot", str(tmp_path / "p.png")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "search-bench" in proc.stderr
