@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot is not None:
         from benchmarks._search_plot import plot
 
-        plot(table, args.plot, f"{len(tasks)} tasks x {seeds} seeds, {args.workers} workers")
+        plot(table, args.plot, f"{len(tasks)} task(s) x {seeds} seed(s), {args.workers} workers")
     wall = time.perf_counter() - started
     details = {
         "data_dir": str(data_dir), "workers": args.workers, "price_per_hour": price,
