@@ -94,3 +94,10 @@ def summarise(runs: list[dict[str, Any]], peers: list[str], tasks: int, seeds: i
         "seeds": seeds,
         "peer_errors": peer_errors(runs),
     }, table
+
+
+def by_set(runs: list[dict[str, Any]], methods: list[str]) -> dict[str, dict[str, Any]]:
+    """``method_table`` per curve set (the part of a task's name before the slash)."""
+    sets = sorted({r["task"].split("/", 1)[0] for r in runs})
+    return {s: method_table([r for r in runs if r["task"].startswith(s + "/")], methods)
+            for s in sets}

@@ -60,7 +60,7 @@ from rich.table import Table  # noqa: E402
 from benchmarks import _search_synetune  # noqa: E402
 from benchmarks._runner import emit, stdout_to_stderr  # noqa: E402
 from benchmarks._search_runs import ELASTUNE, ELASTUNE_RANDOM, PEERS, run_task  # noqa: E402
-from benchmarks._search_summary import KEYS, summarise  # noqa: E402
+from benchmarks._search_summary import KEYS, by_set, summarise  # noqa: E402
 from benchmarks._search_tasks import select_tasks  # noqa: E402
 from benchmarks.planner import one_gpu_type  # noqa: E402
 from tuner.sim import default_data_dir  # noqa: E402
@@ -83,6 +83,18 @@ def regret_table(table: dict[str, dict[str, dict[str, Any]]]) -> Table:
         cells = [f"{_fmt(by[k]['iqm'])} [{_fmt(by[k]['ci_low'])}, {_fmt(by[k]['ci_high'])}]"
                  for k in KEYS]
         t.add_row(method, *cells, str(by[KEYS[-1]]["tasks"]))
+    return t
+
+
+def set_table(sets: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> Table:
+    t = Table(title="Normalized regret IQM per curve set at 0.25x / 0.5x / 1x")
+    t.add_column("method", justify="left")
+    for name in sets:
+        t.add_column(name, justify="right")
+    methods = next(iter(sets.values())).keys() if sets else []
+    for m in methods:
+        t.add_row(m, *(" / ".join(_fmt(sets[s][m][k]["iqm"], 2) for k in KEYS) for s in sets))
+    t.add_row("tasks", *(str(next(iter(sets[s].values()))[KEYS[-1]]["tasks"]) for s in sets))
     return t
 
 
@@ -171,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: order[r["task"]])
     runs = [r for res in results for r in res["runs"]]
     summary, table = summarise(runs, peers, len(tasks), seeds)
+    sets = by_set(runs, [ELASTUNE, ELASTUNE_RANDOM, *peers])
     if args.plot is not None:
         from benchmarks._search_plot import plot
 
@@ -180,13 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         "data_dir": str(data_dir), "workers": args.workers, "price_per_hour": price,
         "instance_type": itype.name, "peers": peers,
         "versions": _versions(), "methods": [ELASTUNE, ELASTUNE_RANDOM, *peers],
-        "regret_by_method": table, "tasks": [{k: v for k, v in r.items() if k != "runs"}
-                                             for r in results],
+        "regret_by_method": table, "regret_by_set": sets,
+        "tasks": [{k: v for k, v in r.items() if k != "runs"} for r in results],
         "runs": runs, "wall_s": wall,
     }
 
     def print_table(_: dict[str, Any]) -> None:
         out.print(regret_table(table))
+        out.print(set_table(sets))
         out.print(summary_table(summary))
         out.print(f"{len(tasks)} task(s) in {wall:.1f} s ({args.jobs} process(es))")
 

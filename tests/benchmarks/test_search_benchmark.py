@@ -84,6 +84,9 @@ def test_search_benchmark_quick_on_the_sample():
     for key in ("win_frac_vs_best_peer", "win_frac_vs_asha_random"):
         assert 0.0 <= summary[key] <= 1.0, key
 
+    assert set(details["regret_by_set"]) == {"opda_imagenet", "yahpo_lcbench_surrogate"}
+    for by_method in details["regret_by_set"].values():
+        assert by_method["elastune"]["1"]["tasks"] == 1
     runs = details["runs"]
     budgets = {t["task"]: t["budgets_usd"] for t in details["tasks"]}
     for t in details["tasks"]:
