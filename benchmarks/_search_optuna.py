@@ -43,7 +43,10 @@ def run(task: SearchTask, workers: int, horizon_s: float, seed: int
     if not task.hyperparameters:
         raise ValueError(f"{task.name}: the configurations have no hyperparameter that varies")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Named: HyperbandPruner picks a trial's bracket from a hash of the study's name and the
+    # trial's number, so a random name would make the replay differ between runs.
     study = optuna.create_study(
+        study_name=f"search-{task.name}-{seed}",
         direction="maximize" if task.mode == "max" else "minimize",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_resource,

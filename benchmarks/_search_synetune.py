@@ -39,6 +39,11 @@ SCHEDULERS: dict[str, tuple[str, bool]] = {
 }
 ELAPSED = "elapsed_time"
 RESOURCE = "step"
+# A constant of the schedulers' config space naming the step a trial runs to: with it the
+# scheduler tells the backend where a trial pauses (Syne Tune's advice for promotion-type
+# halving; with ``max_t`` alone a simulated trial runs past its rung before the pause lands,
+# which costs it time, and DyHPO asserts on it).
+MAX_RESOURCE = "max_step"
 
 
 def version() -> str | None:
@@ -108,12 +113,14 @@ def run(task: SearchTask, name: str, workers: int, horizon_s: float, seed: int
         raise ValueError(f"{task.name}: the configurations have no hyperparameter that varies")
     cls_name, halving = SCHEDULERS[name]
     kwargs: dict[str, Any] = dict(
-        metric=task.metric, mode=task.mode, resource_attr=RESOURCE, max_t=task.max_resource,
-        grace_period=1, random_seed=seed)
+        metric=task.metric, mode=task.mode, resource_attr=RESOURCE,
+        max_resource_attr=MAX_RESOURCE, grace_period=1, random_seed=seed)
     if halving:
         kwargs.update(type="promotion", reduction_factor=ETA)
-    scheduler = getattr(legacy_baselines, cls_name)(config_space(task), **kwargs)
-    backend = UserBlackboxBackend(blackbox=blackbox(task), elapsed_time_attr=ELAPSED)
+    space = {**config_space(task), MAX_RESOURCE: task.max_resource}
+    scheduler = getattr(legacy_baselines, cls_name)(space, **kwargs)
+    backend = UserBlackboxBackend(blackbox=blackbox(task), elapsed_time_attr=ELAPSED,
+                                  max_resource_attr=MAX_RESOURCE)
     callback = SimulatorCallback()
     folder = tempfile.mkdtemp(prefix="elastune-search-synetune-")
     saved = os.environ.get("SYNETUNE_FOLDER")

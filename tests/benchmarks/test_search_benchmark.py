@@ -58,6 +58,11 @@ def test_regret_is_normalized_by_the_table_and_clipped():
     mid = (task.best + task.reference) / 2
     assert task.regret(mid) == pytest.approx(0.5)
     assert task.regret(task.reference - 10) == 1.0 and task.regret(None) == 1.0
+    # the Optuna replay is the same run for the same seed (its pruner's brackets included)
+    from benchmarks import _search_optuna
+
+    horizon = 10 * float(task.step_s[:, 1:].sum(axis=1).mean())
+    assert _search_optuna.run(task, 4, horizon, 1) == _search_optuna.run(task, 4, horizon, 1)
     # every method pays the same seconds per step: the curves' own, times the time scale
     c = task.config_ids[0]
     assert task.step_s[0, 1:4].sum() == pytest.approx(
