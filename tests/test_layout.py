@@ -86,7 +86,8 @@ def test_the_cli_starts_without_the_controller_and_every_api_name_resolves():
 
 
 # Benchmarks measure what a user runs: sweeps through tuner.sim.simulate, no parts wired by hand.
-SWEEP_BENCHMARKS = ("faults", "spot", "hypersched", "scale", "load", "pool")
+SWEEP_BENCHMARKS = ("faults", "spot", "hypersched", "scale", "load", "pool", "search",
+                    "_search_elastune")
 HAND_WIRED = re.compile(
     r"simulate_wired|\b(?:Replanner|FollowPlan|Controller|ReleaseIdle|Static)\(")
 

@@ -1,0 +1,56 @@
+"""elastune's runs in the search benchmark: a sweep a user could write, run by
+``tuner.sim.simulate`` (the product's path) with its cost budget as the dollars.
+
+The sweep: ASHA (eta 3, rungs 1 .. R) over the task's n trials on a fixed local cluster of W
+workers at the benchmark's price per hour, ``max_failures: 0`` (a diverged curve fails the same
+way again), and ``sampler`` either ``tpe`` (what ``tune()`` uses when a sweep names none; given
+explicitly because ``simulate`` draws a seeded permutation when a sweep names none) or
+``random``. In simulation a trial's only parameter is the index of the recorded configuration
+it replays (``simulate`` gives the space), so elastune's sampler sees no hyperparameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from benchmarks._search_tasks import ETA, SearchTask
+from tuner.sim import SimResult, simulate
+
+# The reference sweep's cost budget: far above its bill, so only its trials end it.
+NO_CAP_USD = 1e6
+
+
+def sweep(task: SearchTask, workers: int, price_per_hour: float, sampler: str
+          ) -> dict[str, Any]:
+    """The sweep as a user writes it (``simulate`` adds the trainable, space, metric, mode)."""
+    return {
+        "scheduler": {"type": "asha", "min_resource": 1, "max_resource": task.max_resource,
+                      "reduction_factor": ETA},
+        "num_trials": task.num_trials,
+        "sampler": sampler,
+        "provider": {"type": "local", "workers": workers, "price_per_hour": price_per_hour},
+        "max_failures": 0,
+    }
+
+
+def run(task: SearchTask, workers: int, price_per_hour: float, sampler: str, seed: int,
+        cost_budget: float) -> SimResult:
+    """One sweep of ``task`` with ``cost_budget`` dollars, as ``simulate`` runs it."""
+    return simulate(sweep(task, workers, price_per_hour, sampler), task.curves, seed=seed,
+                    time_scale=task.time_scale, time_budget=None, cost_budget=cost_budget)
+
+
+def reference_spend(task: SearchTask, workers: int, price_per_hour: float) -> float:
+    """What a full ASHA sweep of the task costs: the bill of the sweep with a random sampler
+    and no cap (seed 0), which sets the task's budgets."""
+    return run(task, workers, price_per_hour, "random", 0, NO_CAP_USD).spend_usd
+
+
+def best_reported(r: SimResult, mode: str) -> float | None:
+    """The best value any trial reported (at any step): what every method is scored on."""
+    vals = [x["value"] for x in r.store.reports()
+            if x.get("value") is not None and math.isfinite(x["value"])]
+    if not vals:
+        return None
+    return max(vals) if mode == "max" else min(vals)
