@@ -115,7 +115,7 @@ def test_a_fixed_cluster_starts_a_stage_with_its_slowest_trial_and_a_resume_repl
     # Rungs 1/3/9, 9 trials on 2 workers: stage 1 runs c8, c7 (20 s each) and c6 (80 s).
     # In rank order c6 starts when a slot frees at 20 s, and the stage lasts 100 s; slowest
     # first it starts at once, and the stage lasts 80 s.
-    from tuner._journal import replay
+    from tuner._journal import RestoreError, replay
     from tuner.schedulers import SuccessiveHalving
     from tuner.sim import simulate
 
@@ -137,6 +137,10 @@ def test_a_fixed_cluster_starts_a_stage_with_its_slowest_trial_and_a_resume_repl
     # A resumed sweep replays the order: the journal replays into a fresh scheduler.
     fresh = SuccessiveHalving(1, 9, 3, mode="max", num_trials=9)
     assert replay(fresh, journal) == len(journal) and fresh.is_finished()
+    # A scheduler of another size has no such promotion queued: the journal does not
+    # replay into it (a resume that changes num_trials is refused, not crashed).
+    with pytest.raises(RestoreError, match="refuses .first."):
+        replay(SuccessiveHalving(1, 9, 3, mode="max", num_trials=27), journal)
 
 
 def test_the_replanner_plans_later_stages_with_the_likely_survivors_paces():
