@@ -292,9 +292,9 @@ class SuccessiveHalving(_RungScheduler):
         return self._all_started() and not self._lost and not self._ready
 
     def queued(self) -> list[str]:
-        """The trials whose jobs are decided and not handed out yet (a lost segment's, then
-        promotions), in the order they go out."""
-        return [job.trial_id for job in (*self._lost, *self._ready)]
+        """The trials whose promotions are decided and not handed out yet, in the order they
+        go out (after the job of any lost segment, which goes first and is not listed)."""
+        return [job.trial_id for job in self._ready]
 
     def hand_out_first(self, trial_id: str) -> None:
         """Hand out ``trial_id``'s queued promotion before the other promotions (the order

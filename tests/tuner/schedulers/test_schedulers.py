@@ -698,3 +698,7 @@ def test_sha_hands_a_queued_promotion_out_first_when_asked():
     assert [sha.next_job("x").trial_id for _ in range(3)] == ["t6", "t8", "t7"]
     with pytest.raises(ValueError, match="no promotion of it is queued"):
         sha.hand_out_first("t0")
+    # A lost segment's job is offered again first; it is not a promotion to reorder.
+    sha.on_rung("t6", 3, 1.0)
+    sha.on_job_lost("t8")
+    assert sha.queued() == [] and sha.next_job("x").trial_id == "t8"
