@@ -108,8 +108,10 @@ class PlanFollowing:
         if staged is None or self.scheduler.early_promotion or staged.stage == 0:
             return
         key = (self.state.bracket_first, staged.stage)
+        if self._ordered == key:
+            return          # (asked at every dispatch: nothing more once the stage is ordered)
         queued = staged.queued()
-        if self._ordered == key or not queued:
+        if not queued:
             return
         self._ordered = key
         fit = self.fit(self.timings.segment_times)
