@@ -71,8 +71,8 @@ class MultiFidelityTPESampler(optuna.samplers.BaseSampler):
     step ``b``) form the model's data, for the highest ``b`` with at least ``min_results`` of
     them (default: the number of sampled parameters plus one, as BOHB has it); with no such
     rung, or for a ``random_fraction`` of asks, the params are drawn at random. ``levels``:
-    the steps that count as rungs (None: every reported step); a sweep's ``sampler: bohb``
-    gets its scheduler's rungs.
+    the steps that count as rungs (None: every reported step); a sweep's ``sampler: bohb``,
+    or an instance given without ``levels``, gets its scheduler's rungs.
 
     Example (a sweep names it ``sampler: bohb``; an instance works too):
 

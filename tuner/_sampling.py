@@ -118,6 +118,10 @@ class Sampler:
         self._reseeded: str | None = None
         if isinstance(sampler, optuna.samplers.BaseSampler):
             chosen = sampler
+            if isinstance(sampler, MultiFidelityTPESampler) and sampler.levels is None \
+                    and self._levels is not None:
+                # Its rungs are the sweep's: a resumed sweep replays every reported step.
+                sampler.levels = list(self._levels)
         elif grids or sampler == "grid":
             chosen = _AskTellGridSampler(grids or self._grid_of(self._dists), seed=seed)
         else:

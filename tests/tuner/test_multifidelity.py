@@ -82,7 +82,8 @@ def test_bad_sampler_arguments_are_named():
 # -- resume ----------------------------------------------------------------------------------
 def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | None, dict]]:
     """``n`` trials as the controller hands them to ``restore``: all reach rung 1, every
-    third rung 3, every ninth completes at rung 9; the others stay paused (open)."""
+    third rung 3 (reporting step 2 on the way), every ninth completes at rung 9; the others
+    stay paused (open)."""
     out = []
     for i in range(n):
         tid = f"t{i + 1:04d}"
@@ -98,7 +99,9 @@ def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | Non
             sampler.report(tid, value, 9)
             state = "completed"
             sampler.tell(tid, state, value)
-        out.append((tid, params, state, value, reports))
+        # The store holds every step's report; the live sampler was told the rung steps only.
+        stored = {**reports, 2: params["x"] / 2.5} if 3 in reports else reports
+        out.append((tid, params, state, value, stored))
     return out
 
 
@@ -121,6 +124,10 @@ def test_a_resumed_sweep_rebuilds_the_model_from_the_store():
     assert _model(resumed) == _model(first)
     # one parameter: two results make a model; trials 1 and 10 reached rung 9
     assert _model(first)[0] == 9 and len(_model(first)[1]) == 2
+    # An instance given without rungs gets the sweep's (a resume replays every step's report).
+    given = MultiFidelityTPESampler(seed=0)
+    Sampler(space, given, "max", 0, levels=[1, 3, 9])
+    assert given.levels == [1, 3, 9]
     # The same seed and history give the same continuation.
     again = Sampler(space, "bohb", "max", 0, levels=[1, 3, 9])
     again.restore(history)
