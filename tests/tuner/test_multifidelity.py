@@ -99,8 +99,9 @@ def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | Non
             sampler.report(tid, value, 9)
             state = "completed"
             sampler.tell(tid, state, value)
-        # The store holds every step's report; the live sampler was told the rung steps only.
-        stored = {**reports, 2: params["x"] / 2.5} if 3 in reports else reports
+        # The store holds every step's report; the live sampler was told the rung steps only
+        # (and a trial on its way to rung 3 when the sweep stopped reported step 2 alone).
+        stored = {**reports, 2: params["x"] / 2.5} if i % 3 in (0, 1) else reports
         out.append((tid, params, state, value, stored))
     return out
 
@@ -124,14 +125,27 @@ def test_a_resumed_sweep_rebuilds_the_model_from_the_store():
     assert _model(resumed) == _model(first)
     # one parameter: two results make a model; trials 1 and 10 reached rung 9
     assert _model(first)[0] == 9 and len(_model(first)[1]) == 2
-    # An instance given without rungs gets the sweep's (a resume replays every step's report).
-    given = MultiFidelityTPESampler(seed=0)
-    Sampler(space, given, "max", 0, levels=[1, 3, 9])
-    assert given.levels == [1, 3, 9]
     # The same seed and history give the same continuation.
     again = Sampler(space, "bohb", "max", 0, levels=[1, 3, 9])
     again.restore(history)
     assert [again.ask(f"n{i}") for i in range(5)] == [resumed.ask(f"n{i}") for i in range(5)]
+
+
+def test_an_instance_without_rungs_takes_the_sweeps_so_a_resume_refits_the_same_model():
+    # Six results needed: rung 9 has 2, rung 3 has 5, step 2 (no rung) 10 in the store.
+    space = {"x": uniform(0.0, 1.0)}
+    given = MultiFidelityTPESampler(seed=0, min_results=6)
+    first = Sampler(space, given, "max", 0, levels=[1, 3, 9])
+    assert given.levels == [1, 3, 9]
+    history = _history(first, 14)
+    resumed = Sampler(space, MultiFidelityTPESampler(seed=0, min_results=6), "max", 0,
+                      levels=[1, 3, 9])
+    resumed.restore(history)
+    assert _model(resumed) == _model(first) and _model(first)[0] == 1
+    unaware = Sampler(space, MultiFidelityTPESampler(seed=0, min_results=6, levels=None),
+                      "max", 0)
+    unaware.restore(history)
+    assert _model(unaware)[0] == 2      # what a resume would fit on without the rungs
 
 
 def test_a_custom_optuna_sampler_runs_a_simulated_sweep():
