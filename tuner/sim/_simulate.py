@@ -193,7 +193,9 @@ def simulate(
     settings = settings or SIM_SETTINGS
     parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
                   settings=settings, trainable="simulated",
-                  checkpoint_root=Path("/nonexistent"), instance_type=itype.name)
+                  checkpoint_root=Path("/nonexistent"), instance_type=itype.name,
+                  experiment_dir=None if str(store_path) == ":memory:"
+                  else Path(store.path).parent)
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
     if oracle_scaling is not None:
