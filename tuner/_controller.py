@@ -147,6 +147,9 @@ class Controller:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
         state, cluster, segments = self.state, self.cluster, self.segments
+        # Trackers first (MLflow's first connection to a new store takes seconds), so that
+        # the time budget starts after them.
+        self.hooks.sweep_started()
         state.run_started = self.clock.now()
         state.started_at = start = state.run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
@@ -156,7 +159,6 @@ class Controller:
                                      message=None)
         if isinstance(self.scaling, FollowPlan):
             self.store.add_plan(start, self.scaling.plan.to_json())
-        self.hooks.sweep_started()
         try:
             if (self.spec.workers or self.scaling is None) and not cluster.discovers:
                 # (else the scaling policy launches); instances adopted on resume count

@@ -101,7 +101,7 @@ class MLflowLogger:
             self.experiment_id = self.client.create_experiment(name,
                                                                artifact_location=location)
         self.sweep_id = sweep.experiment_id
-        self.ids = RunIds(sweep.experiment_dir, f"mlflow {self.tracking_uri} {name}")
+        self.ids = RunIds(sweep, f"mlflow {self.tracking_uri} {name}")
         self.run_index = int(self.ids.get("runs") or 0)
         self.ids.set("runs", str(self.run_index + 1))
         parent = self._open("sweep", sweep.experiment_id, {

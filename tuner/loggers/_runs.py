@@ -9,17 +9,20 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tuner._hooks import SweepInfo
+
 RUNS_FILE = "loggers.json"
 
 
 class RunIds:
-    """Run ids by tracker target (``mlflow sqlite:///...``) and by trial id (``sweep`` for the
-    sweep's run); in memory only when the experiment keeps no directory."""
+    """Run ids by experiment and tracker target (``sim mlflow sqlite:///...``), and by trial id
+    (``sweep`` for the sweep's run); in memory only when the experiment keeps no directory."""
 
-    def __init__(self, experiment_dir: Path | None, target: str) -> None:
-        self.path = None if experiment_dir is None else Path(experiment_dir) / RUNS_FILE
-        self.target = target
-        self.ids: dict[str, str] = dict(self._read().get(target, {}))
+    def __init__(self, sweep: SweepInfo, target: str) -> None:
+        folder = sweep.experiment_dir
+        self.path = None if folder is None else Path(folder) / RUNS_FILE
+        self.target = f"{sweep.experiment_id} {target}"
+        self.ids: dict[str, str] = dict(self._read().get(self.target, {}))
 
     def _read(self) -> dict[str, Any]:
         if self.path is None or not self.path.exists():

@@ -56,7 +56,7 @@ class TensorBoardLogger:
     def on_sweep_start(self, sweep: SweepInfo) -> None:
         self.metric = sweep.metric
         # Sweep-level values are at the run's index (0, then 1 after a resume, ...).
-        ids = RunIds(sweep.experiment_dir, f"tensorboard {self.dir.resolve()}")
+        ids = RunIds(sweep, f"tensorboard {self.dir.resolve()}")
         self.run_index = int(ids.get("runs") or 0)
         ids.set("runs", str(self.run_index + 1))
         writer = self._writer("sweep")

@@ -71,7 +71,7 @@ class WandbLogger:
 
     def on_sweep_start(self, sweep: SweepInfo) -> None:
         self.sweep = sweep
-        self.ids = RunIds(sweep.experiment_dir,
+        self.ids = RunIds(sweep,
                           f"wandb {self.entity or ''}/{self.project or sweep.name} {self.dir}")
         run = self._open("sweep", sweep.experiment_id, "sweep", sweep_params(sweep))
         run.summary.update({"time_budget_s": sweep.time_budget_s,

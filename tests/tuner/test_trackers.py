@@ -1,0 +1,221 @@
+"""MLflow, W&B and TensorBoard on simulated sweeps, read back with each library's own reader:
+one run per trial (params, metrics by step, final state, GPU-seconds, dollars) and one for
+the sweep (budgets, spend, best trial and value)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from tests._sims import Synth
+from tuner.sim import simulate
+
+ASHA = {"type": "asha", "min_resource": 1, "max_resource": 9, "reduction_factor": 3}
+
+
+def _sim(store_dir: Path, loggers, n: int = 5):
+    return simulate({"name": "trk", "scheduler": ASHA, "num_trials": n, "metric": "acc",
+                     "mode": "max", "provider": {"type": "local", "workers": 2},
+                     "loggers": loggers},
+                    Synth(9), seed=0, time_budget=None, cost_budget=10.0,
+                    store_path=store_dir)
+
+
+def _curve(run, trial_id):
+    return [(r["step"], r["value"]) for r in run.store.reports(trial_id)]
+
+
+def _same(got, want):
+    """Two lists of (step, value): the same steps, the same values (as floats)."""
+    assert [s for s, _ in got] == [s for s, _ in want], (got, want)
+    assert [v for _, v in got] == pytest.approx([v for _, v in want])
+
+
+# -- MLflow -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mlflow_db(tmp_path_factory):
+    """An empty MLflow store: its SQLite schema takes MLflow seconds to create, so each test
+    starts from a copy."""
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow") / "empty.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+def _copy(db: Path, to: Path) -> str:
+    to.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(db, to)
+    return f"sqlite:///{to}"
+
+
+@pytest.mark.slow   # (MLflow's import takes a few seconds)
+def test_mlflow_has_a_run_per_trial_under_the_sweeps_run(tmp_path, monkeypatch, mlflow_db):
+    from mlflow import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _copy(mlflow_db, tmp_path / "mlflow" / "mlflow.db")   # (where it writes by default)
+    run = _sim(tmp_path, ["mlflow"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("trk")
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    ids = json.loads((tmp_path / "loggers.json").read_text())
+    (stored,) = ids.values()
+    (parent,) = [r for r in runs if r.data.tags.get("elastune.kind") == "sweep"]
+    assert parent.info.run_id == stored["sweep"] and parent.info.status == "FINISHED"
+    trials = {r.data.tags["elastune.trial_id"]: r for r in runs if r is not parent}
+    frame = run.trials.set_index("trial_id")
+    assert set(trials) == set(frame.index) and len(trials) == 5
+    for tid, r in trials.items():
+        row = frame.loc[tid]
+        assert r.info.run_id == stored[tid] and r.info.run_name == tid
+        assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert r.data.params == {"config": str(row["params.config"])}
+        history = client.get_metric_history(r.info.run_id, "acc")
+        _same(sorted((m.step, m.value) for m in history), _curve(run, tid))
+        assert r.data.tags["elastune.state"] == row["state"]
+        assert r.info.status == ("FINISHED" if row["state"] in ("completed", "pruned")
+                                 else "FAILED")
+        assert r.data.metrics["gpu_seconds"] == pytest.approx(row["gpu_seconds"])
+        assert r.data.metrics["cost_usd"] == pytest.approx(row["cost_usd"])
+    metrics, tags = parent.data.metrics, parent.data.tags
+    assert metrics["cost_budget_usd"] == 10.0 and "time_budget_s" not in metrics
+    assert metrics["spend_usd"] == pytest.approx(run.spend_usd)
+    assert metrics["best_value"] == pytest.approx(run.best_value)
+    assert tags["elastune.best_trial_id"] == run.outcome.best_trial_id
+    assert tags["elastune.best_run_id"] == stored[run.outcome.best_trial_id]
+    assert parent.data.params["scheduler.type"] == "asha" and parent.data.params["metric"] \
+        == "acc"
+
+
+@pytest.mark.slow
+def test_mlflow_writes_where_it_is_told(tmp_path, monkeypatch, mlflow_db):
+    from mlflow import MlflowClient
+
+    given = _copy(mlflow_db, tmp_path / "given.db")
+    _sim(tmp_path / "a", [{"mlflow": {"tracking_uri": given, "experiment_name": "mine",
+                                      "tags": {"team": "ml"}}}], n=2)
+    env = _copy(mlflow_db, tmp_path / "env.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
+    _sim(tmp_path / "b", ["mlflow"], n=2)
+    assert not (tmp_path / "a" / "mlflow").exists() and not (tmp_path / "b" / "mlflow").exists()
+    mine = MlflowClient(tracking_uri=given).get_experiment_by_name("mine")
+    runs = MlflowClient(tracking_uri=given).search_runs([mine.experiment_id])
+    assert len(runs) == 3 and all(r.data.tags["team"] == "ml" for r in runs)
+    trk = MlflowClient(tracking_uri=env).get_experiment_by_name("trk")
+    assert len(MlflowClient(tracking_uri=env).search_runs([trk.experiment_id])) == 3
+
+
+# -- W&B ----------------------------------------------------------------------------------
+def wandb_records(path: Path):
+    """The records of a ``.wandb`` file, as W&B's own protobuf ``Record``s.
+
+    The SDK (0.31) ships no Python reader of its transaction log any more (the Go core
+    writes it), so the framing is read here: a 7-byte header (``:W&B``, magic, version),
+    then LevelDB's log format (32 KiB blocks; each chunk has a crc32c, a length and a type:
+    1 full, 2 first, 3 middle, 4 last)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", path
+    pos, block, pending = 7, 32768, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        pos += 7
+        if kind == 0:
+            break
+        pending += data[pos:pos + length]
+        pos += length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            yield record
+
+
+def _key(item) -> str:
+    return item.key or "/".join(item.nested_key)   # (newer SDKs fill nested_key only)
+
+
+def wandb_run(folder: Path) -> dict:
+    """One offline run: its id, name, config, history rows, summary and exit code."""
+    (path,) = folder.glob("*.wandb")
+    out: dict = {"history": [], "summary": {}, "config": {}}
+    for record in wandb_records(path):
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            out["id"], out["name"] = record.run.run_id, record.run.display_name
+            out["config"] = {i.key: json.loads(i.value_json) for i in record.run.config.update
+                             if not i.key.startswith("_")}
+        elif kind == "history":
+            out["history"].append({_key(i): json.loads(i.value_json)
+                                   for i in record.history.item})
+        elif kind == "summary":
+            out["summary"].update({_key(i): json.loads(i.value_json)
+                                   for i in record.summary.update})
+        elif kind == "exit":
+            out["exit_code"] = record.exit.exit_code
+    return out
+
+
+@pytest.mark.slow   # (W&B starts its service and a run per trial: a few seconds)
+def test_wandb_offline_has_a_run_per_trial_and_one_for_the_sweep(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = _sim(tmp_path, ["wandb"], n=3)
+    (stored,) = json.loads((tmp_path / "loggers.json").read_text()).values()
+    runs = {r["name"]: r for r in map(wandb_run, (tmp_path / "wandb").glob("offline-run-*"))}
+    frame = run.trials.set_index("trial_id")
+    assert set(runs) == {*frame.index, "sim"}
+    for tid, row in frame.iterrows():
+        r = runs[tid]
+        assert r["id"] == stored[tid] and r["config"] == {"config": row["params.config"]}
+        _same(sorted((h["step"], h["acc"]) for h in r["history"]), _curve(run, tid))
+        assert r["summary"]["state"] == row["state"]
+        assert r["summary"]["gpu_seconds"] == pytest.approx(row["gpu_seconds"])
+        assert r["summary"]["cost_usd"] == pytest.approx(row["cost_usd"])
+        assert r["exit_code"] == 0
+    sweep = runs["sim"]
+    assert sweep["id"] == stored["sweep"] and sweep["config"]["scheduler.type"] == "asha"
+    summary = sweep["summary"]
+    assert summary["cost_budget_usd"] == 10.0 and summary["spend_usd"] == pytest.approx(
+        run.spend_usd)
+    assert summary["best_trial_id"] == run.outcome.best_trial_id
+    assert summary["best_value"] == pytest.approx(run.best_value)
+    assert summary["state"] == "finished"
+
+
+# -- TensorBoard --------------------------------------------------------------------------
+@pytest.mark.slow   # (importing TensorBoard's reader takes over a second)
+def test_tensorboard_has_a_folder_per_trial_and_one_for_the_sweep(tmp_path):
+    pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = _sim(tmp_path, ["tensorboard"], n=4)
+    root = tmp_path / "tensorboard"
+    frame = run.trials.set_index("trial_id")
+    assert {p.name for p in root.iterdir()} == {*frame.index, "sweep"}
+    for tid, row in frame.iterrows():
+        events = EventAccumulator(str(root / tid)).Reload()
+        scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)]
+                   for tag in events.Tags()["scalars"]}
+        _same(scalars["acc"], _curve(run, tid))
+        _same(scalars["gpu_seconds"], [(row["last_step"], row["gpu_seconds"])])
+        _same(scalars["cost_usd"], [(row["last_step"], row["cost_usd"])])
+        assert "hparams" in events.PluginTagToContent("hparams") or \
+            events.PluginTagToContent("hparams")
+    sweep = EventAccumulator(str(root / "sweep")).Reload()
+    values = {tag: sweep.Scalars(tag)[-1].value for tag in sweep.Tags()["scalars"]}
+    assert values["cost_budget_usd"] == 10.0
+    assert values["spend_usd"] == pytest.approx(run.spend_usd)
+    assert values["best_value"] == pytest.approx(run.best_value)
