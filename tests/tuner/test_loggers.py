@@ -183,3 +183,88 @@ def test_a_sweep_without_loggers_reports_no_logger_errors(tmp_path):
     run = _sim(tmp_path, [])
     assert status_document(run.store, tmp_path)["logger_errors"] == {}
     assert not (tmp_path / "csv").exists() and not (tmp_path / "loggers.json").exists()
+
+
+class Recorder:
+    """A tracker that keeps what it is told (the protocol's smallest implementation)."""
+
+    name = "recorder"
+
+    def __init__(self):
+        self.events = []
+
+    def on_sweep_start(self, sweep):
+        self.events.append(("sweep_start", sweep.experiment_id))
+
+    def on_trial_start(self, trial):
+        self.events.append(("trial_start", trial.trial_id))
+
+    def on_result(self, trial, step, metrics):
+        self.events.append(("result", trial.trial_id, step, dict(metrics)))
+
+    def on_trial_end(self, trial, state, gpu_s, usd):
+        self.events.append(("trial_end", trial.trial_id, state, gpu_s, usd))
+
+    def on_sweep_end(self, summary):
+        self.events.append(("sweep_end", summary.state))
+
+
+def test_a_resumed_sweep_logs_neither_the_steps_nor_the_ends_its_earlier_run_logged(tmp_path):
+    from tuner._hooks import Hooks, SweepCallback, SweepInfo, SweepSummary
+    from tuner._store import Store
+    from tuner._sweep_state import TrialRecord
+    from worker.records import TrialState
+
+    # What an earlier run left: t0001 pruned, t0002 with steps 1-2 reported (its segment in
+    # flight when the controller died: the restore drops those reports, the re-run sends them
+    # again).
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "acc", "max", None, 1.0)
+    for n, state in ((1, TrialState.PRUNED), (2, TrialState.RUNNING)):
+        store.add_trial(f"t000{n}", n, {"lr": 0.1}, 0, 0.0)
+        store.update_trial(f"t000{n}", 0.0, state=state, gpu_seconds=3.0, cost_usd=0.5)
+    store.add_reports([("t0001", "s1", 1, 0.1, "{}", 0.0),
+                       *[("t0002", "s2", k, 0.1 * k, "{}", 0.0) for k in (1, 2)]])
+    recorder = Recorder()
+    assert isinstance(recorder, SweepCallback)
+    hooks = Hooks([recorder], store, SweepInfo("e", "e", "acc", "max", None, 1.0, {}, None))
+    store.drop_reports("s2")                       # (what the restore does)
+    one = TrialRecord("t0001", 1, {"lr": 0.1}, 0, state=TrialState.PRUNED)
+    two = TrialRecord("t0002", 2, {"lr": 0.1}, 0)
+    hooks.sweep_started()
+    hooks.trial_state(one, TrialState.PRUNED)     # (the restore sets every trial's state)
+    for step in (1, 2, 3):
+        hooks.result(two, step, {"acc": 0.1 * step, "note": "x", "ok": True})
+    hooks.result(two, 3, {"acc": 0.9})             # a re-run's report of a logged step
+    two.step, two.value, two.state = 3, 0.3, TrialState.COMPLETED
+    hooks.trial_state(two, TrialState.COMPLETED)
+    hooks.trial_state(two, TrialState.COMPLETED)   # (set again: ends once)
+    hooks.sweep_ended([one, two], SweepSummary("finished", "done", None, 1.0, 5.0, None, 1.0,
+                                               "t0002", 0.3, {"lr": 0.1}, {"completed": 1}))
+    assert recorder.events == [
+        ("sweep_start", "e"),
+        ("result", "t0002", 3, {"acc": pytest.approx(0.3)}),   # numbers only
+        ("trial_end", "t0002", "completed", 3.0, 0.5),
+        ("sweep_end", "finished"),
+    ]
+
+
+def test_a_trial_open_when_the_sweep_ends_is_ended_with_its_state(tmp_path):
+    from tuner._hooks import Hooks, SweepInfo, SweepSummary
+    from tuner._store import Store
+    from tuner._sweep_state import TrialRecord
+    from worker.records import TrialState
+
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "acc", "max", None, 1.0)
+    store.add_trial("t0001", 1, {}, 0, 0.0)
+    recorder = Recorder()
+    hooks = Hooks([recorder], store, SweepInfo("e", "e", "acc", "max", None, 1.0, {}, None))
+    trial = TrialRecord("t0001", 1, {}, 0)
+    hooks.trial_started(trial)
+    hooks.result(trial, 1, {"acc": 0.5})
+    trial.state = TrialState.STOPPED
+    hooks.sweep_ended([trial], SweepSummary("stopped", "requested", None, 0.1, 1.0, None, 1.0,
+                                            None, None, None, {"stopped": 1}))
+    assert recorder.events[-2:] == [("trial_end", "t0001", "stopped", 0.0, 0.0),
+                                    ("sweep_end", "stopped")]

@@ -111,6 +111,53 @@ def test_mlflow_writes_where_it_is_told(tmp_path, monkeypatch, mlflow_db):
     assert len(MlflowClient(tracking_uri=env).search_runs([trk.experiment_id])) == 3
 
 
+@pytest.mark.slow
+def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, mlflow_db):
+    # The tracker as the hooks drive it over two runs of one experiment: stopped with t0002
+    # unfinished, then resumed (a new tracker, as a new process makes).
+    from mlflow import MlflowClient
+
+    from tuner._hooks import SweepInfo, SweepSummary, TrialInfo
+    from tuner.loggers import MLflowLogger
+
+    uri = _copy(mlflow_db, tmp_path / "m.db")
+    one, two = TrialInfo("t0001", 1, {"lr": 0.1}), TrialInfo("t0002", 2, {"lr": 0.2})
+
+    def summary(state, spend):
+        return SweepSummary(state, "done", None, spend, 10.0, None, 1.0, "t0001", 0.5,
+                            {"lr": 0.1}, {"pruned": 1})
+
+    first = MLflowLogger(tracking_uri=uri, experiment_dir=tmp_path)
+    first.on_sweep_start(SweepInfo("e", "trk", "acc", "max", None, 1.0, {}, tmp_path))
+    for trial in (one, two):
+        first.on_trial_start(trial)
+        first.on_result(trial, 1, {"acc": 0.1 * trial.number})
+    first.on_trial_end(one, "pruned", 5.0, 0.01)
+    first.on_trial_end(two, "stopped", 5.0, 0.01)
+    first.on_sweep_end(summary("stopped", 0.02))
+    client = MlflowClient(tracking_uri=uri)
+    runs = {r.info.run_name: r for r in client.search_runs(
+        [client.get_experiment_by_name("trk").experiment_id])}
+    assert runs["t0002"].info.status == "KILLED" and runs["e"].info.status == "KILLED"
+
+    again = MLflowLogger(tracking_uri=uri, experiment_dir=tmp_path)
+    again.on_sweep_start(SweepInfo("e", "trk", "acc", "max", None, 2.0, {}, tmp_path))
+    again.on_result(two, 2, {"acc": 0.4})            # (no on_trial_start: it was started)
+    again.on_trial_end(TrialInfo("t0002", 2, {"lr": 0.2}, step=2), "completed", 9.0, 0.02)
+    again.on_sweep_end(summary("finished", 0.05))
+    after = {r.info.run_name: r for r in client.search_runs(
+        [client.get_experiment_by_name("trk").experiment_id])}
+    assert {k: r.info.run_id for k, r in after.items()} == {
+        k: r.info.run_id for k, r in runs.items()}   # the same three runs
+    assert after["t0002"].info.status == "FINISHED" and after["e"].info.status == "FINISHED"
+    history = client.get_metric_history(after["t0002"].info.run_id, "acc")
+    assert [(m.step, m.value) for m in history] == [(1, pytest.approx(0.2)), (2, 0.4)]
+    budget = client.get_metric_history(after["e"].info.run_id, "cost_budget_usd")
+    spend = client.get_metric_history(after["e"].info.run_id, "spend_usd")
+    assert [(m.step, m.value) for m in budget] == [(0, 1.0), (1, 2.0)]
+    assert [(m.step, m.value) for m in spend] == [(0, 0.02), (1, 0.05)]
+
+
 # -- W&B ----------------------------------------------------------------------------------
 def wandb_records(path: Path):
     """The records of a ``.wandb`` file, as W&B's own protobuf ``Record``s.

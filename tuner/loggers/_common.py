@@ -19,7 +19,7 @@ def sweep_params(sweep: SweepInfo) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping) and value and not prefix.startswith("space."):
+        if isinstance(value, Mapping) and not prefix.startswith("space."):
             for k, v in value.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
         elif value is not None:
