@@ -94,27 +94,10 @@ def test_mlflow_has_a_run_per_trial_under_the_sweeps_run(tmp_path, monkeypatch, 
 
 
 @pytest.mark.slow
-def test_mlflow_writes_where_it_is_told(tmp_path, monkeypatch, mlflow_db):
-    from mlflow import MlflowClient
-
-    given = _copy(mlflow_db, tmp_path / "given.db")
-    _sim(tmp_path / "a", [{"mlflow": {"tracking_uri": given, "experiment_name": "mine",
-                                      "tags": {"team": "ml"}}}], n=2)
-    env = _copy(mlflow_db, tmp_path / "env.db")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
-    _sim(tmp_path / "b", ["mlflow"], n=2)
-    assert not (tmp_path / "a" / "mlflow").exists() and not (tmp_path / "b" / "mlflow").exists()
-    mine = MlflowClient(tracking_uri=given).get_experiment_by_name("mine")
-    runs = MlflowClient(tracking_uri=given).search_runs([mine.experiment_id])
-    assert len(runs) == 3 and all(r.data.tags["team"] == "ml" for r in runs)
-    trk = MlflowClient(tracking_uri=env).get_experiment_by_name("trk")
-    assert len(MlflowClient(tracking_uri=env).search_runs([trk.experiment_id])) == 3
-
-
-@pytest.mark.slow
-def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, mlflow_db):
+def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, monkeypatch, mlflow_db):
     # The tracker as the hooks drive it over two runs of one experiment: stopped with t0002
-    # unfinished, then resumed (a new tracker, as a new process makes).
+    # unfinished, then resumed (a new tracker, as a new process makes). The first finds its
+    # store in MLFLOW_TRACKING_URI, the second is given it.
     from mlflow import MlflowClient
 
     from tuner._hooks import SweepInfo, SweepSummary, TrialInfo
@@ -127,7 +110,9 @@ def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, mlflow_db):
         return SweepSummary(state, "done", None, spend, 10.0, None, 1.0, "t0001", 0.5,
                             {"lr": 0.1}, {"pruned": 1})
 
-    first = MLflowLogger(tracking_uri=uri, experiment_dir=tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    options = {"experiment_name": "mine", "tags": {"team": "ml"}, "experiment_dir": tmp_path}
+    first = MLflowLogger(**options)
     first.on_sweep_start(SweepInfo("e", "trk", "acc", "max", None, 1.0, {}, tmp_path))
     for trial in (one, two):
         first.on_trial_start(trial)
@@ -137,16 +122,18 @@ def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, mlflow_db):
     first.on_sweep_end(summary("stopped", 0.02))
     client = MlflowClient(tracking_uri=uri)
     runs = {r.info.run_name: r for r in client.search_runs(
-        [client.get_experiment_by_name("trk").experiment_id])}
+        [client.get_experiment_by_name("mine").experiment_id])}
     assert runs["t0002"].info.status == "KILLED" and runs["e"].info.status == "KILLED"
+    assert all(r.data.tags["team"] == "ml" for r in runs.values())
 
-    again = MLflowLogger(tracking_uri=uri, experiment_dir=tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    again = MLflowLogger(tracking_uri=uri, **options)
     again.on_sweep_start(SweepInfo("e", "trk", "acc", "max", None, 2.0, {}, tmp_path))
     again.on_result(two, 2, {"acc": 0.4})            # (no on_trial_start: it was started)
     again.on_trial_end(TrialInfo("t0002", 2, {"lr": 0.2}, step=2), "completed", 9.0, 0.02)
     again.on_sweep_end(summary("finished", 0.05))
     after = {r.info.run_name: r for r in client.search_runs(
-        [client.get_experiment_by_name("trk").experiment_id])}
+        [client.get_experiment_by_name("mine").experiment_id])}
     assert {k: r.info.run_id for k, r in after.items()} == {
         k: r.info.run_id for k, r in runs.items()}   # the same three runs
     assert after["t0002"].info.status == "FINISHED" and after["e"].info.status == "FINISHED"
@@ -156,6 +143,7 @@ def test_mlflow_continues_the_runs_of_a_resumed_sweep(tmp_path, mlflow_db):
     spend = client.get_metric_history(after["e"].info.run_id, "spend_usd")
     assert [(m.step, m.value) for m in budget] == [(0, 1.0), (1, 2.0)]
     assert [(m.step, m.value) for m in spend] == [(0, 0.02), (1, 0.05)]
+    assert not (tmp_path / "mlflow").exists()       # (the default store is not made)
 
 
 # -- W&B ----------------------------------------------------------------------------------
@@ -239,6 +227,22 @@ def test_wandb_offline_has_a_run_per_trial_and_one_for_the_sweep(tmp_path, monke
     assert summary["best_trial_id"] == run.outcome.best_trial_id
     assert summary["best_value"] == pytest.approx(run.best_value)
     assert summary["state"] == "finished"
+
+    # A resumed sweep (a new tracker over the same experiment) logs on under the same ids.
+    from tuner._hooks import SweepInfo, SweepSummary, TrialInfo
+    from tuner.loggers import WandbLogger
+
+    again = WandbLogger(experiment_dir=tmp_path)
+    again.on_sweep_start(SweepInfo("sim", "trk", "acc", "max", None, 10.0, {}, tmp_path))
+    again.on_result(TrialInfo("t0001", 1, {"config": 0}), 99, {"acc": 1.0})
+    again.on_trial_end(TrialInfo("t0001", 1, {"config": 0}, step=99), "completed", 1.0, 0.1)
+    again.on_sweep_end(SweepSummary("finished", "done", None, 1.0, 1.0, None, 10.0, "t0001",
+                                    1.0, {"config": 0}, {"completed": 1}))
+    runs = [wandb_run(f) for f in (tmp_path / "wandb").glob("offline-run-*")]
+    assert len(runs) == 3 + 1 + 2 and {r["id"] for r in runs} == set(stored.values())
+    (resumed,) = [r for r in runs if r["id"] == stored["t0001"] and
+                  any(h["step"] == 99 for h in r["history"])]
+    assert resumed["summary"]["state"] == "completed"
 
 
 # -- TensorBoard --------------------------------------------------------------------------
