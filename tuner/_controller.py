@@ -147,9 +147,7 @@ class Controller:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
         state, cluster, segments = self.state, self.cluster, self.segments
-        # Trackers first (MLflow's first connection to a new store takes seconds), so that
-        # the time budget starts after them.
-        self.hooks.sweep_started()
+        self.hooks.sweep_started()   # (the trackers log on a thread of their own)
         state.run_started = self.clock.now()
         state.started_at = start = state.run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf

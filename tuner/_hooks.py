@@ -3,12 +3,13 @@ that tells them.
 
 :class:`SweepCallback` is the protocol a tracker implements (as Ray Tune's
 ``LoggerCallback``: a trial starts, reports, ends; the sweep starts and ends). :class:`Hooks` is
-what the controller calls: it hands each event to every tracker, logs each (trial, step) once
-(a re-run segment reports again the steps after its trial's last checkpoint, and a resumed
-sweep the steps its crashed run had logged), and keeps a tracker that raises from losing the
-sweep: a warning names the tracker and the error, the tracker gets no more events, and the
-error is kept in the store (``logger_errors`` in ``elastune status --json``). Ray Tune logs
-such an error and goes on too.
+what the controller calls: it logs each (trial, step) once (a re-run segment reports again the
+steps after its trial's last checkpoint, and a resumed sweep the steps its crashed run had
+logged) and hands each event to every tracker on a thread of their own, so that a tracker
+that waits on a slow or absent server never holds up the loop that keeps the sweep within its
+budgets. A tracker that raises does not lose the sweep: a warning names the tracker and the
+error, the tracker gets no more events, and the error is kept in the store
+(``logger_errors`` in ``elastune status --json``). Ray Tune logs such an error and goes on too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import queue
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,8 @@ LOGGER_ERRORS = "logger_errors"   # the store's meta key: {tracker name: its err
 # A trial's run ends for good in these states (a stopped or paused one may go on after a
 # resume, and its run with it).
 FINAL = frozenset({TrialState.COMPLETED, TrialState.PRUNED, TrialState.FAILED})
+# How long the end of a sweep waits for its trackers to log what they have left.
+DRAIN_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,10 @@ class Hooks:
         self.logged: dict[str, set[int]] = {}    # steps logged per trial
         self.ended: set[str] = set()             # trials whose run has ended
         self.open: set[str] = set()              # trials told of in this run, not ended
+        self._queue: queue.SimpleQueue[tuple[str, tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._recorded = 0                       # errors written to the store
         if self.callbacks and store is not None:
             # What an earlier run of the experiment logged (its reports are in the store, also
             # those of a segment it left in flight, before the restore drops them) and which of
@@ -135,24 +144,42 @@ class Hooks:
                 store.set_meta(LOGGER_ERRORS, "{}")   # this run tries its trackers again
 
     def _call(self, method: str, *args: Any) -> None:
-        for cb in self.callbacks:
-            if cb.name in self.errors:
-                continue
-            try:
-                getattr(cb, method)(*args)
-            except Exception as exc:   # a tracker must not lose the sweep
-                self._failed(cb, method, exc)
+        """Hand an event to the trackers' thread (started on the first), and record in the
+        store any tracker that has failed since the last event."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._deliver, name="elastune-trackers",
+                                            daemon=True)
+            self._thread.start()
+        self._queue.put((method, args))
+        self._record_errors()
 
-    def _failed(self, cb: SweepCallback, method: str, exc: Exception) -> None:
-        why = f"{type(exc).__name__}: {exc}"[:500]
-        self.errors[cb.name] = why
-        log.warning("the %s logger failed in %s (%s): it logs nothing more of this sweep, "
-                    "which goes on", cb.name, method, why)
-        if self.store is not None:
-            try:
-                self.store.set_meta(LOGGER_ERRORS, json.dumps(self.errors))
-            except Exception:   # (the store's own trouble is the controller's to report)
-                log.exception("could not record the %s logger's error", cb.name)
+    def _deliver(self) -> None:
+        """The trackers' thread: each event to each tracker still working, in order."""
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            method, args = item
+            for cb in self.callbacks:
+                if cb.name in self.errors:
+                    continue
+                try:
+                    getattr(cb, method)(*args)
+                except Exception as exc:   # a tracker must not lose the sweep
+                    why = f"{type(exc).__name__}: {exc}"[:500]
+                    self.errors[cb.name] = why
+                    log.warning("the %s logger failed in %s (%s): it logs nothing more of "
+                                "this run of the sweep, which goes on", cb.name, method, why)
+
+    def _record_errors(self) -> None:
+        if self.store is None or len(self.errors) == self._recorded:
+            return
+        errors = dict(self.errors)
+        self._recorded = len(errors)
+        try:
+            self.store.set_meta(LOGGER_ERRORS, json.dumps(errors))
+        except Exception:   # (the store's own trouble is the controller's to report)
+            log.exception("could not record the trackers' errors: %s", errors)
 
     # -- what the controller calls ----------------------------------------------------------
     def sweep_started(self) -> None:
@@ -192,10 +219,21 @@ class Hooks:
 
     def sweep_ended(self, trials: Iterable[TrialRecord], summary: SweepSummary) -> None:
         """The sweep's run ended: the runs of trials still open end too (with their state
-        now: stopped or paused), then the sweep's."""
+        now: stopped or paused), then the sweep's; waits for the trackers to log it all (at
+        most ``DRAIN_S``: the sweep has stopped its instances, so the wait costs no money)."""
         if not self.callbacks:
             return
         for trial in trials:
             if trial.trial_id in self.open:
                 self._end(trial, trial.state)
         self._call("on_sweep_end", summary)
+        self._queue.put(None)
+        assert self._thread is not None
+        self._thread.join(DRAIN_S)
+        if self._thread.is_alive():
+            for cb in self.callbacks:
+                self.errors.setdefault(cb.name, f"still logging {DRAIN_S:.0f} s after the "
+                                                "sweep ended: what it had left is not logged")
+            log.warning("the trackers were still logging %.0f s after the sweep ended; the "
+                        "sweep returns without waiting for them", DRAIN_S)
+        self._record_errors()

@@ -268,3 +268,28 @@ def test_a_trial_open_when_the_sweep_ends_is_ended_with_its_state(tmp_path):
                                             None, None, None, {"stopped": 1}))
     assert recorder.events[-2:] == [("trial_end", "t0001", "stopped", 0.0, 0.0),
                                     ("sweep_end", "stopped")]
+
+
+def test_an_mlflow_server_that_takes_no_connections_fails_its_tracker_at_once(tmp_path,
+                                                                               caplog):
+    import importlib.util
+    import socket
+    import time
+
+    from tuner._status import status_document
+
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip("mlflow is not installed (pip install 'elastune[mlflow]')")
+    with socket.socket() as s:            # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="tuner._hooks"):
+        run = _sim(tmp_path, [{"mlflow": {"tracking_uri": f"http://127.0.0.1:{port}"}},
+                              "csv"])
+    assert time.monotonic() - started < 5
+    assert str(run.outcome.state) == "finished"
+    errors = status_document(run.store, tmp_path)["logger_errors"]
+    assert list(errors) == ["mlflow"] and "does not answer" in errors["mlflow"]
+    assert any("mlflow logger failed" in r.getMessage() for r in caplog.records)
+    assert len(_rows(tmp_path / "csv" / "trials.csv")) == 6   # the other tracker went on

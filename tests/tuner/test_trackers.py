@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -182,8 +183,16 @@ def _key(item) -> str:
 
 
 def wandb_run(folder: Path) -> dict:
-    """One offline run: its id, name, config, history rows, summary and exit code."""
+    """One offline run: its id, name, config, history rows, summary and exit code (once its
+    file holds the run's exit: W&B's service process writes the file, at times a moment
+    after ``finish()`` has returned)."""
     (path,) = folder.glob("*.wandb")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kinds = [r.WhichOneof("record_type") for r in wandb_records(path)]
+        if kinds and kinds[-1] == "exit":
+            break
+        time.sleep(0.1)
     out: dict = {"history": [], "summary": {}, "config": {}}
     for record in wandb_records(path):
         kind = record.WhichOneof("record_type")
@@ -232,6 +241,7 @@ def test_wandb_offline_has_a_run_per_trial_and_one_for_the_sweep(tmp_path, monke
     from tuner._hooks import SweepInfo, SweepSummary, TrialInfo
     from tuner.loggers import WandbLogger
 
+    time.sleep(1.1)   # (W&B names a run's folder by the second it starts: a later one)
     again = WandbLogger(experiment_dir=tmp_path)
     again.on_sweep_start(SweepInfo("sim", "trk", "acc", "max", None, 10.0, {}, tmp_path))
     again.on_result(TrialInfo("t0001", 1, {"config": 0}), 99, {"acc": 1.0})

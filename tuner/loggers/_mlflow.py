@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tuner._hooks import SweepInfo, SweepSummary, TrialInfo
 from tuner.loggers._common import folder, param_value, sweep_params
@@ -23,6 +25,20 @@ _STATUS = {"completed": "FINISHED", "pruned": "FINISHED", "failed": "FAILED"}
 _SWEEP_STATUS = {"finished": "FINISHED", "failed": "FAILED"}
 _BAD_KEY = re.compile(r"[^\w\-. /]")   # what MLflow refuses in a metric or param name
 _MAX_PARAM = 6000                       # MLflow's longest param value
+
+
+def _answers(uri: str, timeout_s: float = 10.0) -> None:
+    """Raise at once when a tracking server does not take connections (MLflow's client
+    would retry for many minutes first)."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"the MLflow tracking server {uri} does not answer: "
+                              f"{exc}") from None
 
 
 def _key(name: str) -> str:
@@ -89,6 +105,7 @@ class MLflowLogger:
 
     # -- hooks --------------------------------------------------------------------------------
     def on_sweep_start(self, sweep: SweepInfo) -> None:
+        _answers(str(self.tracking_uri))
         from mlflow import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
