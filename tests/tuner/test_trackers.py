@@ -261,6 +261,7 @@ def test_tensorboard_has_a_folder_per_trial_and_one_for_the_sweep(tmp_path):
     pytest.importorskip("tensorboardX")
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
 
     run = _sim(tmp_path, ["tensorboard"], n=4)
     root = tmp_path / "tensorboard"
@@ -273,8 +274,11 @@ def test_tensorboard_has_a_folder_per_trial_and_one_for_the_sweep(tmp_path):
         _same(scalars["acc"], _curve(run, tid))
         _same(scalars["gpu_seconds"], [(row["last_step"], row["gpu_seconds"])])
         _same(scalars["cost_usd"], [(row["last_step"], row["cost_usd"])])
-        assert "hparams" in events.PluginTagToContent("hparams") or \
-            events.PluginTagToContent("hparams")
+        hparams = events.PluginTagToContent("hparams")
+        start = plugin_data_pb2.HParamsPluginData.FromString(
+            hparams["_hparams_/session_start_info"]).session_start_info
+        assert start.hparams["config"].number_value == row["params.config"]
+        assert "state/text_summary" in events.Tags()["tensors"]
     sweep = EventAccumulator(str(root / "sweep")).Reload()
     values = {tag: sweep.Scalars(tag)[-1].value for tag in sweep.Tags()["scalars"]}
     assert values["cost_budget_usd"] == 10.0
