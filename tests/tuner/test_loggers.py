@@ -139,9 +139,10 @@ def test_each_trial_step_is_logged_once_when_segments_run_again(tmp_path, monkey
         assert {r["step"] for r in run.store.reports(tid)} <= set(steps), tid
 
 
-def test_a_failing_tracker_is_loud_and_the_sweep_goes_on(tmp_path, caplog):
+def test_a_failing_tracker_is_loud_and_the_sweep_goes_on(tmp_path, caplog, capsys):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
+    (tmp_path / "exp").mkdir()
     with caplog.at_level(logging.WARNING, logger="tuner._hooks"):
         run = _sim(tmp_path / "exp", [{"csv": {"dir": str(blocker / "csv")}}])
     assert str(run.outcome.state) == "finished" and len(run.trials) == 6
@@ -152,6 +153,9 @@ def test_a_failing_tracker_is_loud_and_the_sweep_goes_on(tmp_path, caplog):
 
     errors = status_document(run.store, tmp_path / "exp")["logger_errors"]
     assert set(errors) == {"csv"} and "Error" in errors["csv"]
+    run.store.close()
+    assert main(["status", str(tmp_path / "exp")]) == 0       # ... and so does the CLI
+    assert "the csv logger failed and stopped logging" in capsys.readouterr().out
 
 
 def test_a_tracker_failing_mid_sweep_stops_logging_and_the_status_says_so(tmp_path,
