@@ -31,7 +31,7 @@ from budgets import (
     ScaleView,
     ScalingPolicy,
 )
-from cloud import Provider
+from cloud import Provider, WarmPool
 from tuner._cluster import Cluster
 from tuner._deadline_policy import DeadlinePolicy
 from tuner._executor import Executor
@@ -59,7 +59,8 @@ class Controller:
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
                  reallocation: Reallocation | None = None, more_brackets: bool = False,
-                 pool_plan: Callable[[int], Plan] | None = None) -> None:
+                 pool_plan: Callable[[int], Plan] | None = None,
+                 warm: WarmPool | None = None) -> None:
         """``scaling``: None for a fixed cluster of ``spec.workers``; ``replanner`` re-plans
         the rest of the sweep at rung boundaries and on drift (its plans replace the plan a
         FollowPlan policy follows; one is set if there is no policy); ``reallocation``:
@@ -67,7 +68,8 @@ class Controller:
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
         chose, which may start another bracket with time and budget left; ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
-        and stored whenever the pool's size changes)."""
+        and stored whenever the pool's size changes); ``warm``: VMs kept warm between sweeps
+        (taken up before launching; this sweep's idle ones kept at its end)."""
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -89,7 +91,7 @@ class Controller:
             spec, settings, provider=provider, ledger=ledger, store=store, clock=clock,
             executor=executor, state=state, market=self._market,
             lost=lambda seg_id, seg_state, now: self.segments.give_up(seg_id, seg_state, now),
-            drain_events=lambda: self.segments.handle(executor.poll(0.0)))
+            drain_events=lambda: self.segments.handle(executor.poll(0.0)), warm=warm)
         self.plans = plans = PlanFollowing(
             spec, settings, state=state, scheduler=journaled, cluster=cluster, ledger=ledger,
             store=store, executor=executor, scaling=scaling, replanner=replanner,
@@ -375,6 +377,8 @@ class Controller:
                     self.segments.sync_state(trial, now)  # pruned, whatever it still trained
                 else:
                     self.segments.set_trial_state(trial, TrialState.STOPPED, now)
+        if reason != EndReason.BUDGET:
+            self.cluster.keep_warm(self.clock.now())
         self.cluster.terminate_all()
         end = self.clock.now()
         self.journaled.finalize()

@@ -334,7 +334,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
                       provider=workers.provider, store=store,
                       settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
                       trainable=workers.trainable, checkpoint_root=workers.checkpoint_root,
-                      instance_type=workers.instance_type, observer=observer)
+                      instance_type=workers.instance_type, observer=observer,
+                      warm=workers.warm)
         controller = build_controller(sweep, plan, parts, experiment_id=experiment_id,
                                       chosen=chosen, prior=prior or (0.0, 0.0))
         if prior is not None:
