@@ -212,6 +212,34 @@ def profile_command(
         print(profile_yaml(found, dir), end="")
 
 
+@app.command("export")
+def export_command(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    optuna: Annotated[str, typer.Option(
+        "--optuna", help="Optuna storage URL to write the study to, e.g. sqlite:///optuna.db")],
+    study_name: Annotated[str | None, typer.Option(
+        help="the study's name (default: the experiment's id)")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace a study of that name already in the storage")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Write a sweep as an Optuna study (optuna.load_study and optuna-dashboard open it)."""
+    from tuner._export import export_optuna, shown_url
+
+    names = {"experiment_dir": "DIR", "storage": "--optuna", "study_name": "--study-name"}
+    try:
+        study = export_optuna(dir, optuna, study_name=study_name, overwrite=overwrite)
+    except ConfigError as exc:
+        raise ConfigError(names.get(exc.field, exc.field), exc.message) from None
+    doc = {"dir": str(dir.resolve()), "storage": shown_url(optuna),
+           "study_name": study.study_name, "trials": len(study.trials)}
+    if json_out:
+        _emit_json(doc)
+    else:
+        print(f"wrote {doc['trials']} trials to study {study.study_name!r} in {doc['storage']}"
+              f"\nopen it: optuna-dashboard '{doc['storage']}'")
+
+
 @app.command("resume")
 def resume_command(
     dir: Annotated[Path, typer.Argument(help="experiment directory")],
@@ -383,6 +411,15 @@ def report(
     out = write_report(dir, output)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """Click's usage error, and typer's own copy of it (typer 0.2x carries its own click)."""
+    try:
+        from typer._click.exceptions import UsageError
+    except ImportError:
+        return (click.UsageError,)
+    return (click.UsageError, UsageError)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         # Without standalone mode click hands back a typer.Exit's code instead of raising it.
@@ -392,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.UsageError as exc:
-        exc.show()
+    except _usage_errors() as exc:
+        exc.show()  # type: ignore[attr-defined]
         return 2
     except click.exceptions.Abort:
         print("aborted", file=sys.stderr)
