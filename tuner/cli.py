@@ -30,6 +30,10 @@ BROKER_HELP = ("Redis URL (default: an embedded one on a private socket); needs 
                "TLS (rediss://) unless on loopback or a unix socket; ELASTUNE_BROKER_URL keeps "
                "the password out of `ps`")
 INSECURE_HELP = "accept a broker URL without a password, or a remote one without TLS"
+VERBOSE_HELP = ("also print a line per trial event (started, promoted, pruned, completed, "
+                "failed) above the live status")
+QUIET_HELP = ("no live status (the default where stderr is not a terminal, and with --json); "
+              "the summary is still printed")
 
 
 def _emit_json(doc: dict[str, Any]) -> None:
@@ -48,23 +52,32 @@ def run(
                                                envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run a sweep and print its best result and spend."""
-    from tuner._live import LiveView
     from tuner._tune import tune
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, provider=provider)
+    result = tune(str(sweep), experiment_dir=dir, broker_url=broker, insecure_broker=insecure,
+                  verbose=_verbosity(verbose, quiet, json_out), **overrides)
     if json_out:
-        result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
-                      insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
-        view = LiveView(f"elastune run {sweep}")
-        with view:
-            result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
-                          insecure_broker=insecure, observer=view.update, **overrides)
         _print_summary(result.status, message=False)
     _exit_if_failed(result.status)
+
+
+def _verbosity(verbose: bool, quiet: bool, json_out: bool) -> int | None:
+    """``tune``'s verbose for the flags: --json alone keeps quiet (scripts read it), and
+    whatever shows goes to stderr, so stdout keeps its one JSON object."""
+    if verbose and quiet:
+        raise ConfigError("--verbose", "and --quiet cannot be given together")
+    if verbose:
+        return 2
+    if quiet or json_out:
+        return 0
+    return None
 
 
 def _exit_if_failed(doc: dict[str, Any]) -> None:
@@ -250,20 +263,18 @@ def resume_command(
                                                envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Take up a stopped, crashed or finished sweep where it stopped (budgets are totals)."""
-    from tuner._live import LiveView
     from tuner._tune import resume
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, num_trials=num_trials)
+    result = resume(dir, broker_url=broker, insecure_broker=insecure,
+                    verbose=_verbosity(verbose, quiet, json_out), **overrides)
     if json_out:
-        result = resume(dir, broker_url=broker, insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
-        view = LiveView(f"elastune resume {dir}")
-        with view:
-            result = resume(dir, broker_url=broker, insecure_broker=insecure,
-                            observer=view.update, **overrides)
         _print_summary(result.status, message=False)
     _exit_if_failed(result.status)
 
