@@ -203,6 +203,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             exp = store.experiment()
             stored = dict(exp["config"])
             stored = _stored_trainable(stored, exp_dir, config)
+            stored = _stored_sampler(stored, config, overrides)
             sweep = load_sweep(stored, **overrides)
             prior_usd, elapsed_s = _used_so_far(store, exp)
             # The planner chose the number of trials (it is in the stored config since):
@@ -294,6 +295,22 @@ def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dic
         return {**stored, "trainable": load_trainable(f"bundle:{bundle}")}
     raise ConfigError("config", f"the stored trainable is {ref}; pass the sweep (with its "
                       "callable trainable) as config=")
+
+
+def _stored_sampler(stored: dict[str, Any], config: Any,
+                    overrides: dict[str, Any]) -> dict[str, Any]:
+    """The stored sweep with a sampler that can run: a sampler object (stored by its class
+    name only) must be given again, as ``sampler=`` or in ``config``."""
+    ref = stored.get("sampler")
+    if not (isinstance(ref, str) and ref.startswith("<sampler")) or "sampler" in overrides:
+        return stored
+    given = config.get("sampler") if isinstance(config, dict) else getattr(
+        config, "sampler", None)
+    if given is not None and not isinstance(given, str):
+        return {**stored, "sampler": given}
+    raise ConfigError("sampler", f"the sweep ran with the Optuna sampler {ref[9:-1]}, which is "
+                      "not stored; give it again: resume(DIR, sampler=...), or a sampler "
+                      "name (tpe, random) to go on with another")
 
 
 def _used_so_far(store: Store, exp: dict[str, Any]) -> tuple[float, float]:
