@@ -279,6 +279,7 @@ def test_a_simulated_sweep_reads_back_as_the_same_study(tmp_path):
     assert main(["export", str(tmp_path), "--optuna", url, "--study-name", "s",
                  "--json"]) == 0
     assert main(["export", str(tmp_path), "--optuna", url, "--study-name", "s"]) == 2
+    assert main(["export", str(tmp_path)]) == 2                   # (--optuna is required)
     study = optuna.load_study(study_name="s", storage=url)
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE   # the curves' mode
     store = Store(tmp_path, readonly=True)
