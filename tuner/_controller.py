@@ -435,10 +435,18 @@ class Controller:
         for t in self.state.trials.values():
             counts[t.state] = counts.get(t.state, 0) + 1
         best = self.best()
+        # Where each trial is headed now: the step its running segment trains to (a larger
+        # one than before is a promotion, for a line per trial event).
+        heading = {run.segment.trial_id: run.segment.stop_step
+                   for run in self.state.running.values()}
         return {
             "elapsed_s": now - self.state.started_at, "time_budget_s": self.spec.time_budget_s,
             "spend_usd": self.ledger.spent(now), "cost_budget_usd": self.spec.cost_budget_usd,
             "trials": counts, "total": len(self.state.trials),
             "best_value": best[1] if best else None, "best_trial_id": best[0] if best else None,
             "workers": len(self.cluster.ready), "running_segments": len(self.state.running),
+            "metric": self.spec.metric, "mode": self.spec.mode,
+            "by_trial": {t.trial_id: {"state": str(t.state), "step": t.step, "value": t.value,
+                                      "to_step": heading.get(t.trial_id), "params": t.params}
+                         for t in self.state.trials.values()},
         }
