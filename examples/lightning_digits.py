@@ -48,6 +48,7 @@ def loaders(batch_size: int) -> tuple[DataLoader, DataLoader]:
 
 
 def train(params: dict[str, Any], ctx: Any) -> None:
+    torch.set_num_threads(1)   # a model this small only loses to thread contention
     L.seed_everything(int(params.get("seed", 0)) + ctx.start_step, verbose=False)
     model = DigitsMLP(hidden=int(params.get("hidden", 64)), lr=float(params.get("lr", 1e-3)))
     callback = LightningCallback(ctx, monitor="val_acc")

@@ -57,6 +57,7 @@ def accuracy(pred: EvalPrediction) -> dict[str, float]:
 
 
 def train(params: dict[str, Any], ctx: Any) -> None:
+    torch.set_num_threads(1)   # a model this small only loses to thread contention
     config = BertConfig(vocab_size=VOCAB, hidden_size=int(params.get("hidden", 32)),
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=LENGTH, num_labels=2)

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import lightgbm as lgb
+try:
+    import lightgbm as lgb
+except ImportError as exc:
+    raise ImportError("LightGBMCallback needs LightGBM: pip install 'elastune[lightgbm]'"
+                      ) from exc
 
 from tuner.integrations._metrics import (
     Monitor,

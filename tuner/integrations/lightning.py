@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 try:
     import lightning.pytorch as pl
-except ImportError:  # the older distribution's name
-    import pytorch_lightning as pl  # type: ignore[no-redef]
+except ImportError:
+    try:  # the older distribution's name
+        import pytorch_lightning as pl  # type: ignore[no-redef]
+    except ImportError as exc:
+        raise ImportError("LightningCallback needs PyTorch Lightning: pip install "
+                          "'elastune[lightning]'") from exc
 
 from tuner.integrations._metrics import Monitor, metric_names, pick, segment_ends
 

@@ -16,7 +16,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+try:
+    from transformers import (
+        TrainerCallback,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
+except ImportError as exc:
+    raise ImportError("TransformersCallback needs transformers: pip install "
+                      "'elastune[transformers]'") from exc
 
 from tuner.integrations._metrics import (
     Monitor,
@@ -145,7 +154,7 @@ class TransformersCallback(TrainerCallback):
                 control: TrainerControl, **kwargs: Any) -> None:
         if self._saving is None:
             return
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
         files = {str(p.relative_to(folder)): p.read_bytes()
                  for p in sorted(folder.rglob("*")) if p.is_file()}
         self._ctx.checkpoint({_KEY: files, "step": self._saving})

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import xgboost as xgb
+try:
+    import xgboost as xgb
+except ImportError as exc:
+    raise ImportError("XGBoostCallback needs XGBoost: pip install 'elastune[xgboost]' (or "
+                      "'elastune[xgboost-cpu]', a CPU-only build)") from exc
 
 from tuner.integrations._metrics import (
     Monitor,
