@@ -24,7 +24,7 @@ from transformers import (
 
 from tuner.integrations import TransformersCallback
 
-MAX_EPOCHS = 9    # the sweep's max_resource
+MAX_EPOCHS = 27   # the sweep's max_resource
 VOCAB, LENGTH, FIRST, SECOND = 32, 16, 3, 4
 
 

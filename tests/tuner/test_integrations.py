@@ -219,3 +219,17 @@ def test_transformers_steps_of_optimizer_steps_continue_the_trainer(trial):
 
     with pytest.raises(ValueError, match="not written by LightGBMCallback"):
         trial.run(lambda p, c: LightGBMCallback(c, monitor="x").init_model, {}, 3, 4)
+
+
+def test_the_guide_has_a_whole_script_per_framework():
+    import re
+
+    page = (ROOT / "docs" / "guides" / "frameworks.md").read_text()
+    scripts = re.findall(r"```python\n(.*?)```", page, re.S)
+    names = {"LightningCallback", "TransformersCallback", "XGBoostCallback", "LightGBMCallback"}
+    used = set()
+    for code in scripts:
+        compile(code, "frameworks.md", "exec")
+        assert 'if __name__ == "__main__":' in code and "tune(" in code
+        used |= {n for n in names if f"from tuner.integrations import {n}" in code}
+    assert used == names

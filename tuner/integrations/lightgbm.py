@@ -35,7 +35,7 @@ class LightGBMCallback:
 
     ``monitor``: the metric(s) to report, named ``"<valid set>-<metric>"``
     (``valid_sets=[val], valid_names=["val"]`` with ``metric="multi_logloss"``:
-    ``"val-multi_logloss"``): a name, a list, or ``{name in the sweep: name logged}``::
+    ``"val-multi_logloss"``): a name, a list, or ``{name in the sweep: name logged}``:
 
         cb = LightGBMCallback(ctx, monitor="val-multi_logloss")
         lgb.train(params, train_set, num_boost_round=cb.num_boost_round,

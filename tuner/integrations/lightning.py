@@ -34,8 +34,8 @@ class LightningCallback(pl.Callback):
     """Run a ``Trainer`` as one segment of a trial: one epoch per step.
 
     ``monitor``: the metric(s) to report, as logged (``self.log("val_acc", ...)``): a name,
-    a list, or ``{name in the sweep: name logged}``. Pass :attr:`ckpt_path` to
-    ``trainer.fit`` so a promoted trial continues from its checkpoint::
+    a list, or ``{name in the sweep: name logged}``. Pass ``ckpt_path`` to
+    ``trainer.fit`` so a promoted trial continues from its checkpoint:
 
         cb = LightningCallback(ctx, monitor="val_acc")
         trainer = L.Trainer(max_epochs=100, callbacks=[cb], logger=False,

@@ -47,8 +47,8 @@ class TransformersCallback(TrainerCallback):
     ``monitor``: the eval metric(s) to report, as the Trainer names them
     (``"eval_loss"``, ``"eval_accuracy"`` from ``compute_metrics``): a name, a list, or
     ``{name in the sweep: name logged}``. ``every_steps``: None (an epoch is a step) or k
-    (k optimizer steps are a step). Give the Trainer :attr:`output_dir` and resume from
-    :attr:`resume_from_checkpoint`::
+    (k optimizer steps are a step). Give the Trainer ``output_dir`` and resume from
+    ``resume_from_checkpoint``:
 
         cb = TransformersCallback(ctx, monitor="eval_accuracy")
         args = TrainingArguments(output_dir=cb.output_dir, num_train_epochs=10,

@@ -35,7 +35,7 @@ class XGBoostCallback(xgb.callback.TrainingCallback):
 
     ``monitor``: the metric(s) to report, named ``"<eval set>-<metric>"`` as XGBoost prints
     them (``evals=[(dval, "val")]`` with ``eval_metric="mlogloss"``: ``"val-mlogloss"``): a
-    name, a list, or ``{name in the sweep: name logged}``::
+    name, a list, or ``{name in the sweep: name logged}``:
 
         cb = XGBoostCallback(ctx, monitor="val-mlogloss")
         xgb.train(params, dtrain, num_boost_round=cb.num_boost_round, xgb_model=cb.xgb_model,
