@@ -136,6 +136,20 @@ def test_xgboost_steps_of_several_rounds_boost_on_and_stop_when_asked(trial):
     with pytest.raises(RuntimeError, match="pass xgb_model=callback.xgb_model"):
         trial.run(lambda p, c: train(p, c, resume=False), {}, 3, 5)
 
+    class EndsAtRound8(xgb.callback.TrainingCallback):   # as early stopping would
+        def after_iteration(self, model, epoch, evals_log):
+            return model.num_boosted_rounds() >= 8
+
+    def ended_early(params, ctx):
+        cb = XGBoostCallback(ctx, monitor={"loss": "train-mlogloss"}, rounds_per_step=2)
+        xgb.train({"num_class": 10, "objective": "multi:softprob", "nthread": 1}, dtrain,
+                  num_boost_round=cb.num_boost_round, xgb_model=cb.xgb_model,
+                  evals=[(dtrain, "train")], callbacks=[cb, EndsAtRound8()],
+                  verbose_eval=False)
+
+    ctx = trial.run(ended_early, {}, 3, 6)   # ends at step 4: its booster is kept there
+    assert [s for s, _ in trial.reports] == [4] and ctx.checkpoint_step == 4
+
 
 @pytest.mark.slow
 def test_lightgbm_steps_of_several_rounds_boost_on_and_refuse_a_short_run(trial):
@@ -184,6 +198,21 @@ def test_lightning_continues_from_its_checkpoint_and_says_when_it_was_not_given(
 
     with pytest.raises(RuntimeError, match="pass ckpt_path=callback.ckpt_path"):
         trial.run(forgetful, {}, 2, 3)
+
+    class StopsAfterOneEpoch(example.L.Callback):   # as early stopping would
+        def on_train_epoch_end(self, trainer, pl_module):
+            trainer.should_stop = True
+
+    def ended_early(params, ctx):
+        cb = LightningCallback(ctx, monitor="val_acc")
+        trainer = example.L.Trainer(max_epochs=9, callbacks=[cb, StopsAfterOneEpoch()],
+                                    logger=False, enable_checkpointing=False,
+                                    enable_progress_bar=False)
+        trainer.fit(example.DigitsMLP(64, 1e-2), *example.loaders(64), ckpt_path=cb.ckpt_path)
+
+    ctx = trial.run(ended_early, {}, 2, 5)   # ends at step 3: its model is kept there
+    assert [s for s, _ in trial.reports] == [3] and ctx.checkpoint_step == 3
+    assert trial.state()[1]["epoch"] == 3
 
 
 @pytest.mark.slow

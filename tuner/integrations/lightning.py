@@ -54,6 +54,7 @@ class LightningCallback(pl.Callback):
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._restored = False
         self._ckpt_path: str | None = None
+        self._kept = False
 
     @property
     def ckpt_path(self) -> str | None:
@@ -97,12 +98,22 @@ class LightningCallback(pl.Callback):
         self._ctx.report(step, **pick(trainer.callback_metrics, self._names,
                                       f"LightningCallback at epoch {step}"))
         if segment_ends(self._ctx, step):
-            path = os.path.join(self._tmp(), "segment.ckpt")
-            trainer.save_checkpoint(path)
-            with open(path, "rb") as fh:
-                self._ctx.checkpoint({_KEY: fh.read(), "epoch": step})
-            os.remove(path)
+            self._keep(trainer)
             trainer.should_stop = True
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Another callback (early stopping) ended training before the segment's last step:
+        # the model it ends with is kept all the same.
+        if not self._kept and self._ctx.last_reported > self._ctx.start_step:
+            self._keep(trainer)
+
+    def _keep(self, trainer: pl.Trainer) -> None:
+        path = os.path.join(self._tmp(), "segment.ckpt")
+        trainer.save_checkpoint(path)
+        with open(path, "rb") as fh:
+            self._ctx.checkpoint({_KEY: fh.read(), "epoch": self._ctx.last_reported})
+        os.remove(path)
+        self._kept = True
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                  stage: str) -> None:

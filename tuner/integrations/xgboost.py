@@ -50,6 +50,7 @@ class XGBoostCallback(xgb.callback.TrainingCallback):
         self._every = check_every(rounds_per_step, "rounds_per_step")
         self._restored = False
         self._booster: xgb.Booster | None = None
+        self._kept = False
 
     @property
     def num_boost_round(self) -> int:
@@ -92,5 +93,17 @@ class XGBoostCallback(xgb.callback.TrainingCallback):
         self._ctx.report(step, **pick(logged, self._names, f"XGBoostCallback at step {step}"))
         if not segment_ends(self._ctx, step):
             return False
-        self._ctx.checkpoint({_KEY: bytes(model.save_raw("ubj")), "step": step})
+        self._keep(model)
         return True
+
+    def after_training(self, model: xgb.Booster) -> xgb.Booster:
+        # Another callback (early stopping) ended boosting before the segment's last step:
+        # the booster it ends with is kept all the same.
+        if not self._kept and self._ctx.last_reported > self._ctx.start_step:
+            self._keep(model)
+        return model
+
+    def _keep(self, model: xgb.Booster) -> None:
+        self._ctx.checkpoint({_KEY: bytes(model.save_raw("ubj")),
+                              "step": self._ctx.last_reported})
+        self._kept = True
