@@ -52,6 +52,23 @@ def test_the_type_stub_names_every_export():
             for a in node.names} == set(integrations.__all__)
 
 
+@pytest.mark.parametrize(("module", "blocked", "extra"), [
+    ("lightning", ("lightning", "lightning.pytorch", "pytorch_lightning"), "lightning"),
+    ("transformers", ("transformers",), "transformers"),
+    ("xgboost", ("xgboost",), "xgboost"),
+    ("lightgbm", ("lightgbm",), "lightgbm"),
+])
+def test_a_missing_framework_names_the_extra_that_installs_it(module, blocked, extra,
+                                                              monkeypatch):
+    import importlib
+
+    for name in blocked:
+        monkeypatch.setitem(sys.modules, name, None)    # as if not installed
+    monkeypatch.delitem(sys.modules, f"tuner.integrations.{module}", raising=False)
+    with pytest.raises(ImportError, match=rf"pip install 'elastune\[{extra}\]'"):
+        importlib.import_module(f"tuner.integrations.{module}")
+
+
 @pytest.mark.slow
 def test_importing_the_package_imports_no_framework():
     code = ("import sys, tuner.integrations as ti\n"
