@@ -279,3 +279,32 @@ def test_the_guide_has_a_whole_script_per_framework():
         assert 'if __name__ == "__main__":' in code and "tune(" in code
         used |= {n for n in names if f"from tuner.integrations import {n}" in code}
     assert used == names
+
+
+@pytest.mark.slow
+def test_transformers_reports_a_step_once_under_the_users_own_evaluations(trial):
+    pytest.importorskip("transformers")
+    from transformers import Trainer, TrainingArguments
+
+    import examples.transformers_tiny as example
+    from tuner.integrations import TransformersCallback
+
+    def train(params, ctx, epochs=3):
+        cb = TransformersCallback(ctx, monitor="eval_loss")
+        # The user's own evaluations: every 2 optimizer steps, mid-epoch and at its end.
+        args = TrainingArguments(output_dir=cb.output_dir, num_train_epochs=epochs,
+                                 per_device_train_batch_size=128, eval_strategy="steps",
+                                 eval_steps=2, save_strategy="no", report_to="none",
+                                 disable_tqdm=True, use_cpu=True)
+        model = example.BertForSequenceClassification(example.BertConfig(
+            vocab_size=example.VOCAB, hidden_size=16, num_hidden_layers=1,
+            num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=example.LENGTH, num_labels=2))
+        train_set, val_set = example.data()
+        Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=val_set,
+                callbacks=[cb]).train(resume_from_checkpoint=cb.resume_from_checkpoint)
+
+    trial.run(train, {}, 0, 3)   # (an evaluation at epoch 2.5 rounds to step 2: not again)
+    assert [s for s, _ in trial.reports] == [1, 2, 3]
+    with pytest.raises(ValueError, match="give num_train_epochs the sweep's max_resource"):
+        trial.run(train, {}, 3, 4)

@@ -71,6 +71,7 @@ class TransformersCallback(TrainerCallback):
         self._restored = False
         self._resume: str | None = None
         self._pending: int | None = None     # the step whose evaluation was asked for
+        self._reported: int | None = None    # the last step reported (reported once)
         self._saving: int | None = None      # the step whose checkpoint was asked for
 
     @property
@@ -113,13 +114,17 @@ class TransformersCallback(TrainerCallback):
                     "trainer.train)" if state.global_step == 0 else "")
             raise RuntimeError(f"trial {ctx.trial_id}'s segment starts after step "
                                f"{ctx.start_step}, but the Trainer starts at step {at}{hint}")
-        last = (state.max_steps // self._every if self._every is not None
-                else state.num_train_epochs)
-        if last < ctx.stop_step:
+        if self._every is None and state.num_train_epochs < ctx.stop_step:
             raise ValueError(
-                f"the Trainer stops after step {last} (of every_steps={self._every} "
-                f"optimizer steps; None: epochs), before the segment's last step "
-                f"{ctx.stop_step}: give it the sweep's max_resource")
+                f"the Trainer stops after {state.num_train_epochs} epochs, before the "
+                f"segment's last step {ctx.stop_step}: give num_train_epochs the sweep's "
+                "max_resource")
+        if self._every is not None and state.max_steps // self._every < ctx.stop_step:
+            raise ValueError(
+                f"the Trainer stops after {state.max_steps} optimizer steps, "
+                f"{state.max_steps // self._every} steps of every_steps={self._every}, before "
+                f"the segment's last step {ctx.stop_step}: give max_steps the sweep's "
+                f"max_resource times {self._every}")
 
     def _boundary(self, state: TrainerState, control: TrainerControl) -> None:
         step = self._step(state)
@@ -141,10 +146,11 @@ class TransformersCallback(TrainerCallback):
                     control: TrainerControl, metrics: dict[str, float] | None = None,
                     **kwargs: Any) -> None:
         step = self._pending
-        if step is None or step != self._step(state) or self._saving == step:
-            return      # an evaluation between steps (the user's own eval_strategy)
+        if step is None or step != self._step(state) or self._reported == step:
+            return      # an evaluation between steps, or a second one at a step
         self._ctx.report(step, **pick(metrics or {}, self._names,
                                       f"TransformersCallback at step {step}"))
+        self._reported = step
         if segment_ends(self._ctx, step):
             self._saving = step
             control.should_save = True
