@@ -26,7 +26,7 @@ from budgets import (
     Replanner,
     ScalingPolicy,
 )
-from cloud import Provider
+from cloud import Provider, WarmPool
 from tuner._config import SweepConfig
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
@@ -62,6 +62,7 @@ class Parts:
     checkpoint_root: Path | str      # a folder, or a URI in object storage
     instance_type: str               # the instance type the provider launches
     observer: Callable[[dict[str, Any]], None] | None = None
+    warm: WarmPool | None = None     # VMs kept warm between sweeps (a cloud provider)
     # The experiment's folder (where trackers write by default); None: a simulation in memory.
     experiment_dir: Path | None = None
 
@@ -96,7 +97,7 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         reallocation=reallocation_for(sweep, plan),
         more_brackets=chosen and replanner is not None,
         pool_plan=(lambda n: fixed_plan(sweep, plan, n)) if sweep.provider.type == "pool"
-        else None, hooks=hooks_for(sweep, parts, experiment_id))
+        else None, warm=parts.warm, hooks=hooks_for(sweep, parts, experiment_id))
 
 
 def hooks_for(sweep: SweepConfig, parts: Parts, experiment_id: str) -> Hooks:

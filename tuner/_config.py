@@ -265,6 +265,16 @@ class ProviderConfig(_Section):
     min_workers: int = Field(1, ge=1, le=MAX_WORKERS, strict=True)
     # pool only: how long `run` waits for min_workers to join before it fails
     wait_for_workers: float | str = "10m"
+    # aws/gcp: at the sweep's end its idle VMs stay up this long, paid by it, for the next
+    # sweep of the same setup on the same broker to take up (None or 0: off)
+    keep_warm: float | str | None = None
+
+    @property
+    def keep_warm_s(self) -> float:
+        if self.keep_warm is None or (not isinstance(self.keep_warm, bool)
+                                      and self.keep_warm in (0, "0")):
+            return 0.0
+        return float(parse_duration(self.keep_warm, "provider.keep_warm") or 0.0)
 
     @property
     def wait_for_workers_s(self) -> float:
@@ -275,8 +285,19 @@ class ProviderConfig(_Section):
         return (self.scaling or ("static" if self.type in ("local", "pool") else "plan")) \
             == "plan"
 
+    @field_validator("keep_warm", mode="before")
+    @classmethod
+    def _keep_warm_duration(cls, value: Any) -> Any:
+        if isinstance(value, bool):   # (a bool would pass for the number 0 or 1)
+            raise ConfigError("provider.keep_warm", f"expected a duration such as 10m or 600, "
+                                                    f"or 0 for off; got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _pool_keys(self) -> ProviderConfig:
+        if self.keep_warm_s and self.type not in ("aws", "gcp"):
+            raise ConfigError("provider.keep_warm", f"is for cloud VMs (type aws or gcp); a "
+                                                    f"{self.type} sweep's workers end with it")
         if self.type != "pool":
             # (by value: a stored sweep holds every key, with its default)
             for key, default in (("name", None), ("min_workers", 1),

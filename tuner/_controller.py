@@ -31,7 +31,7 @@ from budgets import (
     ScaleView,
     ScalingPolicy,
 )
-from cloud import Provider
+from cloud import Provider, WarmPool
 from tuner._cluster import Cluster
 from tuner._deadline_policy import DeadlinePolicy
 from tuner._executor import Executor
@@ -61,6 +61,7 @@ class Controller:
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
                  reallocation: Reallocation | None = None, more_brackets: bool = False,
                  pool_plan: Callable[[int], Plan] | None = None,
+                 warm: WarmPool | None = None,
                  hooks: Hooks | None = None) -> None:
         """``scaling``: None for a fixed cluster of ``spec.workers``; ``replanner`` re-plans
         the rest of the sweep at rung boundaries and on drift (its plans replace the plan a
@@ -69,8 +70,9 @@ class Controller:
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
         chose, which may start another bracket with time and budget left; ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
-        and stored whenever the pool's size changes); ``hooks``: the sweep's experiment
-        trackers (see :mod:`tuner._hooks`)."""
+        and stored whenever the pool's size changes); ``warm``: VMs kept warm between sweeps
+        (taken up before launching; this sweep's idle ones kept at its end); ``hooks``: the
+        sweep's experiment trackers (see :mod:`tuner._hooks`)."""
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -93,7 +95,7 @@ class Controller:
             spec, settings, provider=provider, ledger=ledger, store=store, clock=clock,
             executor=executor, state=state, market=self._market,
             lost=lambda seg_id, seg_state, now: self.segments.give_up(seg_id, seg_state, now),
-            drain_events=lambda: self.segments.handle(executor.poll(0.0)))
+            drain_events=lambda: self.segments.handle(executor.poll(0.0)), warm=warm)
         self.plans = plans = PlanFollowing(
             spec, settings, state=state, scheduler=journaled, cluster=cluster, ledger=ledger,
             store=store, executor=executor, scaling=scaling, replanner=replanner,
@@ -382,6 +384,8 @@ class Controller:
                     self.segments.sync_state(trial, now)  # pruned, whatever it still trained
                 else:
                     self.segments.set_trial_state(trial, TrialState.STOPPED, now)
+        if reason != EndReason.BUDGET:
+            self.cluster.keep_warm(self.clock.now())
         self.cluster.terminate_all()
         end = self.clock.now()
         self.journaled.finalize()
@@ -445,10 +449,18 @@ class Controller:
         for t in self.state.trials.values():
             counts[t.state] = counts.get(t.state, 0) + 1
         best = self.best()
+        # Where each trial is headed now: the step its running segment trains to (a larger
+        # one than before is a promotion, for a line per trial event).
+        heading = {run.segment.trial_id: run.segment.stop_step
+                   for run in self.state.running.values()}
         return {
             "elapsed_s": now - self.state.started_at, "time_budget_s": self.spec.time_budget_s,
             "spend_usd": self.ledger.spent(now), "cost_budget_usd": self.spec.cost_budget_usd,
             "trials": counts, "total": len(self.state.trials),
             "best_value": best[1] if best else None, "best_trial_id": best[0] if best else None,
             "workers": len(self.cluster.ready), "running_segments": len(self.state.running),
+            "metric": self.spec.metric, "mode": self.spec.mode,
+            "by_trial": {t.trial_id: {"state": str(t.state), "step": t.step, "value": t.value,
+                                      "to_step": heading.get(t.trial_id), "params": t.params}
+                         for t in self.state.trials.values()},
         }
