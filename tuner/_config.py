@@ -33,6 +33,7 @@ from pydantic import (
 from budgets import DEFAULT_MINIMUM_S
 from tuner._duration import parse_duration, parse_money
 from tuner._errors import ConfigError
+from tuner._logger_config import LoggerConfig, parse_loggers
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
 
 SAMPLERS = ("tpe", "random", "grid")
@@ -55,6 +56,7 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 TOP_LEVEL_KEYS = (
     "name", "trainable", "metric", "mode", "space", "scheduler", "num_trials", "sampler",
     "provider", "budget", "seed", "gpus_per_trial", "max_failures", "segment_timeout", "profile",
+    "loggers",
 )  # fmt: skip
 _ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir",
                   "segment_timeout_s")
@@ -669,6 +671,10 @@ class SweepConfig(_Model):
     max_failures: int = Field(3, ge=0, strict=True)
     # A segment running longer than this fails (counted against max_failures); None: no limit.
     segment_timeout_s: float | None = None
+    # Experiment trackers that receive every trial's params, metrics by step and end, and
+    # the sweep's budgets, spend and best trial: mlflow, wandb, tensorboard, csv, each by
+    # name or with its options ({mlflow: {tracking_uri: ...}}). See the trackers guide.
+    loggers: list[LoggerConfig] = Field(default_factory=list)
     # The sweep YAML's directory: relative imports and paths resolve from it. Not part of the
     # sweep's identity, so model_dump leaves it out.
     base_dir: Path | None = Field(None, exclude=True)
@@ -722,6 +728,11 @@ class SweepConfig(_Model):
                   "profile": ProfileConfig.model_fields}[info.field_name]
         _string_keys(value, f"{info.field_name}.", fields)
         return value
+
+    @field_validator("loggers", mode="before")
+    @classmethod
+    def _parse_loggers(cls, value: Any) -> list[LoggerConfig]:
+        return parse_loggers(value)
 
     @field_validator("name")
     @classmethod
@@ -880,6 +891,7 @@ class SweepConfig(_Model):
             "profile": self.profile.model_dump(
                 mode="json", by_alias=True,
                 exclude={"from_"} if self.profile.from_ is None else None),
+            "loggers": [entry.to_json() for entry in self.loggers],
             "base_dir": None if self.base_dir is None else str(self.base_dir),
         }
 

@@ -36,6 +36,7 @@ from tuner._cluster import Cluster
 from tuner._deadline_policy import DeadlinePolicy
 from tuner._executor import Executor
 from tuner._failures import fail_fast_at, failures_message, nothing_but_failures
+from tuner._hooks import Hooks, SweepSummary
 from tuner._journaled import JournaledScheduler
 from tuner._plan_following import PlanFollowing
 from tuner._run_spec import Outcome, RunSpec, Settings
@@ -60,7 +61,8 @@ class Controller:
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
                  reallocation: Reallocation | None = None, more_brackets: bool = False,
                  pool_plan: Callable[[int], Plan] | None = None,
-                 warm: WarmPool | None = None) -> None:
+                 warm: WarmPool | None = None,
+                 hooks: Hooks | None = None) -> None:
         """``scaling``: None for a fixed cluster of ``spec.workers``; ``replanner`` re-plans
         the rest of the sweep at rung boundaries and on drift (its plans replace the plan a
         FollowPlan policy follows; one is set if there is no policy); ``reallocation``:
@@ -69,7 +71,8 @@ class Controller:
         chose, which may start another bracket with time and budget left; ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
         and stored whenever the pool's size changes); ``warm``: VMs kept warm between sweeps
-        (taken up before launching; this sweep's idle ones kept at its end)."""
+        (taken up before launching; this sweep's idle ones kept at its end); ``hooks``: the
+        sweep's experiment trackers (see :mod:`tuner._hooks`)."""
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -80,6 +83,7 @@ class Controller:
         self.clock = clock
         self.settings = settings = settings or Settings()
         self.observer = observer
+        self.hooks = hooks = hooks or Hooks()
         self.state = state = SweepState()
         self.journaled = journaled = JournaledScheduler(scheduler, store)
         if journaled.early_promotion and replanner is not None and \
@@ -102,7 +106,8 @@ class Controller:
             None if reallocation is None else reallocation.speedup)
         self.segments = Segments(
             spec, settings, state=state, scheduler=journaled, sampler=sampler, cluster=cluster,
-            timings=self.timings, ledger=ledger, store=store, executor=executor, clock=clock)
+            timings=self.timings, ledger=ledger, store=store, executor=executor, clock=clock,
+            hooks=hooks)
         self.deadline_policy = None if reallocation is None else DeadlinePolicy(
             reallocation, spec, state=state, scheduler=journaled, cluster=cluster,
             timings=self.timings, executor=executor, close_admission=self._close_admission)
@@ -144,6 +149,7 @@ class Controller:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
         state, cluster, segments = self.state, self.cluster, self.segments
+        self.hooks.sweep_started()   # (the trackers log on a thread of their own)
         state.run_started = self.clock.now()
         state.started_at = start = state.run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
@@ -294,6 +300,7 @@ class Controller:
         trial = TrialRecord(job.trial_id, len(self.state.trials) + 1, params, job.bracket)
         self.state.trials[job.trial_id] = trial
         self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
+        self.hooks.trial_started(trial)
         return trial
 
     def _close_admission(self, why: str) -> None:
@@ -399,6 +406,13 @@ class Controller:
             message=message or reason)
         if self.observer is not None:
             self.observer(self.snapshot(end))
+        self.hooks.sweep_ended(state.trials.values(), SweepSummary(
+            state=str(outcome_state), reason=str(reason), message=message, spend_usd=spent,
+            wall_s=end - state.started_at, time_budget_s=self.spec.time_budget_s,
+            cost_budget_usd=self.spec.cost_budget_usd,
+            best_trial_id=best[0] if best else None, best_value=best[1] if best else None,
+            best_params=dict(state.trials[best[0]].params) if best else None,
+            trials=self.snapshot(end)["trials"]))
         self.executor.close()
         return end
 

@@ -305,6 +305,13 @@ class Store:
             args = (trial_id,)
         return [dict(r) for r in self._db.execute(sql + " ORDER BY rowid", args)]
 
+    def reported_steps(self) -> dict[str, set[int]]:
+        """The steps each trial has reports of."""
+        out: dict[str, set[int]] = {}
+        for r in self._db.execute("SELECT DISTINCT trial_id, step FROM reports"):
+            out.setdefault(r["trial_id"], set()).add(int(r["step"]))
+        return out
+
     def segments(self, trial_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT * FROM segments"
         args: tuple[Any, ...] = ()

@@ -18,7 +18,7 @@ from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
-from tuner._extras import require_for_sweep
+from tuner._extras import require_for_loggers, require_for_sweep
 from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
@@ -107,6 +107,7 @@ def tune(
     sweep = load_sweep(config, **overrides)
     address = _parse_broker(broker_url, insecure_broker)
     require_for_sweep(sweep.provider.type)
+    require_for_loggers(sweep.loggers)
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
@@ -217,6 +218,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             _check_room(sweep, prior_usd, elapsed_s)
             check_time_budget(sweep, "time_budget", elapsed_s)
             require_for_sweep(sweep.provider.type)
+            require_for_loggers(sweep.loggers)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
@@ -367,7 +369,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
                       settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
                       trainable=workers.trainable, checkpoint_root=workers.checkpoint_root,
                       instance_type=workers.instance_type, observer=progress.observer,
-                      warm=workers.warm)
+                      warm=workers.warm, experiment_dir=exp_dir)
         controller = build_controller(sweep, plan, parts, experiment_id=experiment_id,
                                       chosen=chosen, prior=prior or (0.0, 0.0))
         if prior is not None:

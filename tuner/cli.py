@@ -114,6 +114,9 @@ def _print_summary(doc: dict[str, Any], message: bool = True) -> None:
     budget = doc["cost_budget_usd"]
     console.print(f"spend: {doc['spend_usd']:.4f} USD"
                   + (f" of {budget:.2f} USD budget" if budget is not None else ""))
+    for name, error in (doc.get("logger_errors") or {}).items():
+        console.print(f"the {name} logger failed and stopped logging: {error}",
+                      style="yellow", highlight=False, markup=False)
     if message and doc.get("message"):
         # (a traceback's brackets are text, not markup)
         console.print(doc["message"], style="red", highlight=False, markup=False)

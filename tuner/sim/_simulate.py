@@ -204,7 +204,9 @@ def simulate(
     parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
                   settings=settings, trainable="simulated",
                   checkpoint_root=Path("/nonexistent"), instance_type=itype.name,
-                  observer=progress.observer)
+                  observer=progress.observer,
+                  experiment_dir=None if str(store_path) == ":memory:"
+                  else Path(store.path).parent)
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
     if oracle_scaling is not None:
