@@ -16,8 +16,10 @@ from cloud._provider import (
     Provider,
     ProviderError,
     QuotaError,
+    Retaggable,
     ThrottledError,
 )
+from cloud._warm import TAKE_MARGIN_S, WARM_EXPERIMENT, WarmPool, WarmVm, warm_scope
 
 __all__ = [
     "DEFAULT_PRICE_PER_HOUR",
@@ -35,10 +37,16 @@ __all__ = [
     "Provider",
     "ProviderError",
     "QuotaError",
+    "Retaggable",
     "Scaling",
     "SharedPool",
+    "TAKE_MARGIN_S",
     "ThrottledError",
+    "WARM_EXPERIMENT",
+    "WarmPool",
+    "WarmVm",
     "reconcile",
     "secret_uri",
     "startup_script",
+    "warm_scope",
 ]
