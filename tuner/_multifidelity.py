@@ -8,7 +8,8 @@ which every trial that reported a value at the chosen rung is a finished trial o
 The values come from the intermediate values the sweep's sampler reports at each rung
 (``trial.report``), so a resumed sweep, whose reports are replayed into a fresh study, fits the
 same model. Only the choice of rung and the view are written here: Optuna has no sampler that
-reads intermediate values as results.
+reads intermediate values as results. The view is rebuilt at each ask, so an ask costs time in
+proportion to the trials at that rung (about 80 ms with 360 trials on a busy 2-core machine).
 """
 
 from __future__ import annotations
