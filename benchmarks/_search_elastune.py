@@ -3,10 +3,12 @@
 
 The sweep: ASHA (eta 3, rungs 1 .. R) over the task's n trials on a fixed local cluster of W
 workers at the benchmark's price per hour, ``max_failures: 0`` (a diverged curve fails the same
-way again), and ``sampler`` either ``tpe`` (what ``tune()`` uses when a sweep names none; given
-explicitly because ``simulate`` draws a seeded permutation when a sweep names none) or
-``random``. In simulation a trial's only parameter is the index of the recorded configuration
-it replays (``simulate`` gives the space), so elastune's sampler sees no hyperparameters.
+way again), and the sampler of the variant (``VARIANTS``): ``tune()``'s default when the sweep
+names none, ``random``, ``tpe`` or ``bohb``, or the default one under PASHA
+(``scheduler.pasha``). A trial's params are a point of the task's
+hyperparameter space (``simulate(trial_params="hyperparameters")``: the columns of the recorded
+configurations, as the peers see them), and it replays the recorded configuration nearest to
+them; a task whose configurations have no varying column is replayed by index.
 """
 
 from __future__ import annotations
@@ -21,30 +23,46 @@ from tuner.sim import SimResult, simulate
 NO_CAP_USD = 1e6
 
 
-def sweep(task: SearchTask, workers: int, price_per_hour: float, sampler: str
+# The elastune sweeps the benchmark reports side by side: name -> what the sweep sets beyond
+# the common part ({}: the sweep as tune() runs it when it names no sampler).
+DEFAULT = "elastune"
+RANDOM = "elastune ASHA random"
+VARIANTS: dict[str, dict[str, Any]] = {
+    DEFAULT: {},
+    RANDOM: {"sampler": "random"},
+    "elastune-tpe": {"sampler": "tpe"},
+    "elastune-bohb": {"sampler": "bohb"},
+    "elastune-pasha": {"scheduler": {"pasha": True}},
+}
+
+
+def sweep(task: SearchTask, workers: int, price_per_hour: float, variant: str
           ) -> dict[str, Any]:
     """The sweep as a user writes it (``simulate`` adds the trainable, space, metric, mode)."""
+    extra = dict(VARIANTS[variant])
+    scheduler = {"type": "asha", "min_resource": 1, "max_resource": task.max_resource,
+                 "reduction_factor": ETA, **extra.pop("scheduler", {})}
     return {
-        "scheduler": {"type": "asha", "min_resource": 1, "max_resource": task.max_resource,
-                      "reduction_factor": ETA},
+        "scheduler": scheduler,
         "num_trials": task.num_trials,
-        "sampler": sampler,
         "provider": {"type": "local", "workers": workers, "price_per_hour": price_per_hour},
         "max_failures": 0,
+        **extra,
     }
 
 
-def run(task: SearchTask, workers: int, price_per_hour: float, sampler: str, seed: int,
+def run(task: SearchTask, workers: int, price_per_hour: float, variant: str, seed: int,
         cost_budget: float) -> SimResult:
     """One sweep of ``task`` with ``cost_budget`` dollars, as ``simulate`` runs it."""
-    return simulate(sweep(task, workers, price_per_hour, sampler), task.curves, seed=seed,
-                    time_scale=task.time_scale, time_budget=None, cost_budget=cost_budget)
+    return simulate(sweep(task, workers, price_per_hour, variant), task.curves, seed=seed,
+                    time_scale=task.time_scale, time_budget=None, cost_budget=cost_budget,
+                    trial_params="hyperparameters" if task.hyperparameters else "index")
 
 
 def reference_spend(task: SearchTask, workers: int, price_per_hour: float) -> float:
     """What a full ASHA sweep of the task costs: the bill of the sweep with a random sampler
     and no cap (seed 0), which sets the task's budgets."""
-    return run(task, workers, price_per_hour, "random", 0, NO_CAP_USD).spend_usd
+    return run(task, workers, price_per_hour, RANDOM, 0, NO_CAP_USD).spend_usd
 
 
 def best_reported(r: SimResult, mode: str) -> float | None:

@@ -18,8 +18,9 @@ from benchmarks import _search_optuna
 from benchmarks import _search_synetune as synetune
 from benchmarks._search_tasks import BUDGET_FRACTIONS, SearchTask, budget_key
 
-ELASTUNE = "elastune"                  # the sweep as tune() runs it: sampler tpe
-ELASTUNE_RANDOM = "elastune ASHA random"
+ELASTUNE = elastune.DEFAULT              # the sweep as tune() runs it
+ELASTUNE_RANDOM = elastune.RANDOM
+ELASTUNE_VARIANTS = tuple(elastune.VARIANTS)
 OPTUNA = "optuna TPE+Hyperband"
 PEERS = (OPTUNA, *synetune.SCHEDULERS)
 
@@ -49,10 +50,10 @@ def run_task(task: SearchTask, seeds: int, workers: int, price_per_hour: float,
     dollars_per_s = workers * price_per_hour / 3600.0
     runs: list[dict[str, Any]] = []
     for seed in range(seeds):
-        for method, sampler in ((ELASTUNE, "tpe"), (ELASTUNE_RANDOM, "random")):
+        for method in ELASTUNE_VARIANTS:
             for key, usd in budgets.items():
                 started = time.perf_counter()
-                r = elastune.run(task, workers, price_per_hour, sampler, seed, usd)
+                r = elastune.run(task, workers, price_per_hour, method, seed, usd)
                 found = elastune.best_reported(r, task.mode)
                 runs.append({"task": task.name, "method": method, "seed": seed,
                              "budget": key, "budget_usd": usd,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._search_runs import ELASTUNE, ELASTUNE_RANDOM
+from benchmarks._search_runs import ELASTUNE, ELASTUNE_RANDOM, ELASTUNE_VARIANTS
 from benchmarks._search_stats import bootstrap_ci, iqm
 from benchmarks._search_tasks import BUDGET_FRACTIONS, budget_key
 
@@ -76,7 +76,7 @@ def peer_errors(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def summarise(runs: list[dict[str, Any]], peers: list[str], tasks: int, seeds: int
               ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The summary keys, and the per-method table they come from."""
-    table = method_table(runs, [ELASTUNE, ELASTUNE_RANDOM, *peers])
+    table = method_table(runs, [*ELASTUNE_VARIANTS, *peers])
     best_name: dict[str, str | None] = {}
     best_iqm: dict[str, float | None] = {}
     for key in KEYS:

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.planner import ETA, largest_power
-from tuner.sim import CurveSet, discover, load_curves
+from tuner.sim import (
+    CurveSet,
+    Hyperparameter,
+    NearestConfig,
+    discover,
+    hyperparameters,
+    load_curves,
+)
 
 MAX_TRIALS = 81          # ASHA's trial count: the largest 3^k <= the task's configs, at most 81
 MAX_RESOURCE = 27        # its top rung: the largest 3^k <= the task's steps, at most 27
@@ -30,19 +37,6 @@ DEFAULT_PER_SET = 40     # otherwise: up to this many per set, evenly spaced
 def budget_key(f: float) -> str:
     """``0.25 -> "0.25"``, ``1.0 -> "1"``: the keys the summary uses."""
     return f"{f:g}"
-
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """One column of a task's configurations: numeric (``low``..``high``, ``log`` when it
-    spans two decades or more, ``integer`` when every value is whole) or categorical."""
-
-    name: str
-    kind: str                     # "float" | "int" | "categorical"
-    low: float = 0.0
-    high: float = 0.0
-    log: bool = False
-    choices: tuple[str, ...] = ()
 
 
 @dataclass
@@ -84,40 +78,8 @@ class SearchTask:
 
     def configs(self) -> list[dict[str, Any]]:
         """Each config's hyperparameters, in ``config_ids`` order, as the space declares them."""
-        return [{h.name: _cast(h, self.curves.params(c).get(h.name)) for h in
+        return [{h.name: h.cast(self.curves.params(c).get(h.name)) for h in
                  self.hyperparameters} for c in self.config_ids]
-
-
-def _cast(h: Hyperparameter, v: Any) -> Any:
-    if h.kind == "categorical":
-        return str(v)
-    if v is None:
-        return int(h.low) if h.kind == "int" else float(h.low)
-    return int(v) if h.kind == "int" else float(v)
-
-
-def hyperparameters(curves: CurveSet) -> tuple[Hyperparameter, ...]:
-    """The columns of the task's configurations that vary, typed from their values."""
-    ids = curves.config_ids()
-    names: dict[str, None] = {}
-    for c in ids:
-        names.update(dict.fromkeys(curves.params(c)))
-    out = []
-    for name in names:
-        vals = [curves.params(c).get(name) for c in ids]
-        present = [v for v in vals if v is not None]
-        if len(set(map(str, present))) < 2:
-            continue
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
-        if not numeric or len(present) < len(vals):
-            out.append(Hyperparameter(name, "categorical",
-                                      choices=tuple(sorted(set(map(str, vals))))))
-            continue
-        lo, hi = float(min(present)), float(max(present))
-        whole = all(float(v).is_integer() for v in present)
-        out.append(Hyperparameter(name, "int" if whole else "float", lo, hi,
-                                  log=lo > 0 and hi / lo >= 100.0))
-    return tuple(out)
 
 
 def make_task(data_dir: Path, name: str) -> SearchTask | None:
@@ -177,27 +139,9 @@ def _natural(name: str) -> tuple:
 
 def nearest_config(task: SearchTask, proposal: dict[str, Any],
                    cache: dict[str, Any] | None = None) -> int:
-    """The index of the tabulated config closest to ``proposal``: numeric columns scaled to
-    [0, 1] (log where declared), categorical ones 0 when equal and 1 otherwise."""
+    """The index of the tabulated config closest to ``proposal``, by the rule a simulated
+    elastune sweep replays with (``tuner.sim.NearestConfig``)."""
     cache = cache if cache is not None else {}
-    if "matrix" not in cache:
-        cache["matrix"] = _encode(task, task.configs())
-    x = _encode(task, [proposal])[0]
-    d = np.nansum((cache["matrix"] - x) ** 2, axis=1)
-    return int(np.argmin(d))
-
-
-def _encode(task: SearchTask, rows: list[dict[str, Any]]) -> np.ndarray:
-    out = np.zeros((len(rows), 0))
-    for h in task.hyperparameters:
-        if h.kind == "categorical":
-            cols = np.array([[float(str(r[h.name]) == ch) for ch in h.choices] for r in rows])
-            cols = cols * math.sqrt(0.5)  # two one-hot columns differ: distance 1
-        else:
-            v = np.array([float(r[h.name]) for r in rows])
-            lo, hi = h.low, h.high
-            if h.log:
-                v, lo, hi = np.log(v), math.log(lo), math.log(hi)
-            cols = ((v - lo) / (hi - lo))[:, None]
-        out = np.hstack([out, cols])
-    return out
+    if "nearest" not in cache:
+        cache["nearest"] = NearestConfig(task.curves, task.hyperparameters)
+    return int(cache["nearest"].index(proposal))

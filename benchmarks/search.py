@@ -8,11 +8,11 @@ where a full trial is shorter than 1200 s). The job is ASHA, eta 3, rungs 1 .. R
 Three budgets per task: 1/4, 1/2 and all of what that ASHA sweep costs in full (elastune's,
 random sampler, seed 0, no cap).
 
-- ``elastune``: the sweep through ``tuner.sim.simulate`` with ``sampler: tpe`` (what
-  ``tune()`` uses when a sweep names none) and ``cost_budget`` = the budget;
-  ``elastune ASHA random``: the same with ``sampler: random``. In simulation a trial's only
-  parameter is the index of the recorded config it replays, so its sampler sees no
-  hyperparameters (``benchmarks/_search_elastune.py``).
+- ``elastune``: the sweep through ``tuner.sim.simulate`` as ``tune()`` runs it when it names
+  no sampler, with ``cost_budget`` = the budget; ``elastune ASHA random``, ``elastune-tpe``,
+  ``elastune-bohb``: the same with ``sampler: random``, ``tpe``, ``bohb``. Trials sample the
+  task's hyperparameters and replay the nearest recorded config, as the peers do
+  (``benchmarks/_search_elastune.py``).
 - ``optuna TPE+Hyperband``: a real Optuna study (``TPESampler``, ``HyperbandPruner``) with
   W trials at once, replayed on a virtual clock (``benchmarks/_search_optuna.py``).
 - ``syne-tune ...``: Syne Tune's schedulers (ASHA, BOHB, ASHA-BORE, ASHA-CQR, MOBSTER,
@@ -59,7 +59,7 @@ from rich.table import Table  # noqa: E402
 
 from benchmarks import _search_synetune  # noqa: E402
 from benchmarks._runner import emit, stdout_to_stderr  # noqa: E402
-from benchmarks._search_runs import ELASTUNE, ELASTUNE_RANDOM, PEERS, run_task  # noqa: E402
+from benchmarks._search_runs import ELASTUNE_VARIANTS, PEERS, run_task  # noqa: E402
 from benchmarks._search_summary import KEYS, by_set, summarise  # noqa: E402
 from benchmarks._search_tasks import select_tasks  # noqa: E402
 from benchmarks.planner import one_gpu_type  # noqa: E402
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: order[r["task"]])
     runs = [r for res in results for r in res["runs"]]
     summary, table = summarise(runs, peers, len(tasks), seeds)
-    sets = by_set(runs, [ELASTUNE, ELASTUNE_RANDOM, *peers])
+    sets = by_set(runs, [*ELASTUNE_VARIANTS, *peers])
     if args.plot is not None:
         from benchmarks._search_plot import plot
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     details = {
         "data_dir": str(data_dir), "workers": args.workers, "price_per_hour": price,
         "instance_type": itype.name, "peers": peers,
-        "versions": _versions(), "methods": [ELASTUNE, ELASTUNE_RANDOM, *peers],
+        "versions": _versions(), "methods": [*ELASTUNE_VARIANTS, *peers],
         "regret_by_method": table, "regret_by_set": sets,
         "tasks": [{k: v for k, v in r.items() if k != "runs"} for r in results],
         "runs": runs, "wall_s": wall,

@@ -10,6 +10,7 @@ from worker._exports import lazy
 
 _HOMES = {
     "ConfigError": "tuner._errors",
+    "MultiFidelityTPESampler": "tuner._multifidelity",
     "SchedulerConfig": "tuner._config",
     "SweepConfig": "tuner._config",
     "TrialContext": "worker",

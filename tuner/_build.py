@@ -43,7 +43,7 @@ from tuner._planning import (
 )
 from tuner._sampling import Sampler
 from tuner._store import Store
-from tuner.schedulers import Scheduler, make_scheduler
+from tuner.schedulers import Scheduler, make_scheduler, rung_steps
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,10 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         elapsed_before_s=elapsed_s, segment_timeout_s=sweep.segment_timeout_s)
     return Controller(
         spec, scheduler=scheduler_for(sweep),
-        sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed),
+        sampler=Sampler(sweep.space, sweep.sampler, sweep.mode, sweep.seed,
+                        levels=rung_steps(sweep.scheduler.min_resource,
+                                          sweep.scheduler.max_resource,
+                                          sweep.scheduler.reduction_factor)),
         executor=parts.executor, provider=parts.provider,
         ledger=Ledger(sweep.cost_budget_usd, sweep.provider.billing_minimum_s,
                       prior_usd=prior_usd),
@@ -153,7 +156,7 @@ def scheduler_for(sweep: SweepConfig) -> Scheduler:
     s = sweep.scheduler
     return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
                           sweep.mode, num_trials_of(sweep), s.first_reduction,
-                          s.early_promotion)
+                          s.early_promotion, s.pasha)
 
 
 def num_trials_of(sweep: SweepConfig) -> int | None:

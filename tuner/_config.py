@@ -36,7 +36,7 @@ from tuner._errors import ConfigError
 from tuner._logger_config import LoggerConfig, parse_loggers
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
 
-SAMPLERS = ("tpe", "random", "grid")
+SAMPLERS = ("tpe", "random", "grid", "bohb")
 # More trials than any sweep runs; the planner's search grows with it, so it is bounded here.
 MAX_TRIALS = 1_000_000
 # Values a sweep file may expand to (a YAML alias repeats its anchor's whole node).
@@ -177,6 +177,20 @@ class SchedulerConfig(_Section):
     # for its stragglers). Needs num_trials: a sweep whose shape the planner chooses may cut
     # a stage under way.
     early_promotion: bool = Field(False, strict=True)
+    # Asynchronous halving (``asha``) only: PASHA, whose top rung starts at the second rung
+    # and grows only while the rankings of its two highest rungs disagree; max_resource is
+    # the ceiling the planner plans for.
+    pasha: bool = Field(False, strict=True)
+
+    @field_validator("pasha")
+    @classmethod
+    def _pasha_for_asha(cls, value: bool, info: Any) -> bool:
+        kind = info.data.get("type")
+        if value and kind != "asha":
+            raise ConfigError("scheduler.pasha",
+                              f"is true, but only asynchronous halving (type: asha) grows its "
+                              f"top rung progressively, not {kind!r}")
+        return value
 
     @field_validator("first_reduction")
     @classmethod
@@ -661,7 +675,7 @@ class SweepConfig(_Model):
     space: dict[str, Any]
     scheduler: SchedulerConfig
     num_trials: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
-    sampler: Literal["tpe", "random", "grid"] | BaseSampler = "tpe"
+    sampler: Literal["tpe", "random", "grid", "bohb"] | BaseSampler = "tpe"
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
     time_budget_s: float | None = None

@@ -1,4 +1,5 @@
-"""Trial parameters through Optuna's ask/tell interface (TPE by default, random, grid)."""
+"""Trial parameters through Optuna's ask/tell interface (TPE by default, random, grid, and
+BOHB's multi-fidelity TPE, which learns from the values reported at each rung)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from tuner._multifidelity import MultiFidelityTPESampler
 from tuner._space import Grid
 from worker.records import (
     TrialState as State,  # the store's word for a trial (TrialState: optuna's)
@@ -94,7 +96,9 @@ class Sampler:
     """
 
     def __init__(self, space: Mapping[str, Any], sampler: str | optuna.samplers.BaseSampler,
-                 mode: str, seed: int | None) -> None:
+                 mode: str, seed: int | None, levels: Sequence[int] | None = None) -> None:
+        """``levels``: the steps the scheduler's rungs sit at, where ``sampler: bohb`` reads
+        the results it learns from (None: every reported step)."""
         self._dists: dict[str, BaseDistribution] = {}
         self._fixed: dict[str, Any] = {}
         grids: dict[str, list[Any]] = {}
@@ -107,17 +111,22 @@ class Sampler:
             else:
                 self._fixed[name] = dim
         self._seed = seed
+        self._levels = None if levels is None else list(levels)
         # Reseeded on resume: TPE and random draw from a seeded stream. A grid walks its
         # seeded order by trial number, and a given sampler is the caller's: both go on as
         # they are.
         self._reseeded: str | None = None
         if isinstance(sampler, optuna.samplers.BaseSampler):
             chosen = sampler
+            if isinstance(sampler, MultiFidelityTPESampler) and sampler.levels is None \
+                    and self._levels is not None:
+                # Its rungs are the sweep's: a resumed sweep replays every reported step.
+                sampler.levels = list(self._levels)
         elif grids or sampler == "grid":
             chosen = _AskTellGridSampler(grids or self._grid_of(self._dists), seed=seed)
         else:
-            self._reseeded = "random" if sampler == "random" else "tpe"
-            chosen = self._named(self._reseeded, seed)
+            self._reseeded = sampler if sampler in ("random", "bohb") else "tpe"
+            chosen = self._named(self._reseeded, seed, self._levels)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(
             direction="maximize" if mode == "max" else "minimize", sampler=chosen)
@@ -132,9 +141,12 @@ class Sampler:
         self._rng = random.Random(seed)
 
     @staticmethod
-    def _named(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    def _named(name: str, seed: int | None, levels: Sequence[int] | None
+               ) -> optuna.samplers.BaseSampler:
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
+        if name == "bohb":
+            return MultiFidelityTPESampler(seed=seed, levels=levels)
         return optuna.samplers.TPESampler(seed=seed)
 
     @staticmethod
@@ -194,7 +206,7 @@ class Sampler:
         trial draws nothing from its stream, so its own seed would replay the first run's."""
         if trials and self._reseeded is not None and self._seed is not None:
             seed = continued_seed(self._seed, len(trials))
-            self.study.sampler = self._named(self._reseeded, seed)
+            self.study.sampler = self._named(self._reseeded, seed, self._levels)
             self._rng = random.Random(seed)
         for trial_id, params, state, value, reports in trials:
             known = {k: v for k, v in params.items() if k in self._dists}

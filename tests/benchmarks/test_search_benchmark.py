@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import _search_stats, _search_tasks  # noqa: E402
+from benchmarks._search_runs import ELASTUNE_VARIANTS  # noqa: E402
 
 SUMMARY_KEYS = {
     "elastune_regret_iqm_by_budget", "best_peer_regret_iqm_by_budget",
@@ -108,7 +109,10 @@ def test_search_benchmark_quick_on_the_sample():
         if r["regret"] is not None:
             assert 0.0 <= r["regret"] <= 1.0
     elastune_runs = [r for r in runs if r["method"].startswith("elastune")]
-    assert len(elastune_runs) == 2 * 2 * 3 and all(r["spend_usd"] > 0 for r in elastune_runs)
+    assert len(elastune_runs) == len(ELASTUNE_VARIANTS) * 2 * 3
+    assert all(r["spend_usd"] > 0 for r in elastune_runs)
+    # each elastune sweep sampled the task's hyperparameters, as the peers do
+    assert {"elastune", "elastune-bohb", "elastune-pasha"} <= set(details["methods"])
     # Syne Tune ran where it is installed; elsewhere it is named with the reason
     if HAS_SYNE_TUNE:
         assert SYNE_ASHA not in summary["peer_errors"]
@@ -138,7 +142,8 @@ def test_a_peer_that_cannot_take_a_task_is_counted_and_named(tmp_path: Path):
     err = summary["peer_errors"][OPTUNA]
     assert err["runs"] == 1 and err["tasks"] == ["bare/167149"]
     assert "no hyperparameter that varies" in err["reason"]
-    # elastune still ran it (its trials name a recorded config), and no peer is left to beat
+    # elastune still ran it (its trials name a recorded config by index: there is no
+    # hyperparameter to sample), and no peer is left to beat
     assert all(0.0 <= v <= 1.0 for v in summary["elastune_regret_iqm_by_budget"].values())
     assert summary["best_peer_name_by_budget"] == {"0.25": None, "0.5": None, "1": None}
     assert summary["win_frac_vs_best_peer"] is None

@@ -20,7 +20,7 @@ from tuner._journal import RestoreError, replay
 from tuner._sampling import Sampler
 from tuner._status import status_document
 from tuner._store import Store
-from tuner.schedulers import ASHA, Hyperband, SuccessiveHalving, TrialStatus
+from tuner.schedulers import ASHA, PASHA, Hyperband, SuccessiveHalving, TrialStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
     lambda: SuccessiveHalving(1, 27, 3, "max", 27),
     lambda: SuccessiveHalving(1, 27, 3, "max", 27, early_promotion=True),
     lambda: Hyperband(1, 27, 3, "max"),
+    lambda: PASHA(1, 27, 3, "max", 40),
 ])
 def test_the_journal_rebuilds_every_scheduler(tmp_path, make):
     store = Store(tmp_path)
@@ -343,7 +344,7 @@ def _history(sampler: Sampler, n: int) -> list[tuple[str, dict, str, float | Non
     return out
 
 
-@pytest.mark.parametrize("kind", ["tpe", "random"])
+@pytest.mark.parametrize("kind", ["tpe", "random", "bohb"])
 def test_a_restored_sampler_continues_its_seeded_stream(kind):
     space = {"x": uniform(0.0, 1.0), "hidden": choice([16, 32, 64, 128])}
     history = _history(Sampler(space, kind, "max", 0), 12)

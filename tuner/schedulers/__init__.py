@@ -5,6 +5,7 @@ from tuner.schedulers._base import Job, Mode, Scheduler, TrialStatus
 from tuner.schedulers._capabilities import Bracketed, Laddered, Staged
 from tuner.schedulers._factory import make_scheduler
 from tuner.schedulers._hyperband import Hyperband
+from tuner.schedulers._pasha import PASHA
 from tuner.schedulers._rungs import promotable, rung_steps
 from tuner.schedulers._sha import SuccessiveHalving
 
@@ -15,6 +16,7 @@ __all__ = [
     "Job",
     "Laddered",
     "Mode",
+    "PASHA",
     "Scheduler",
     "Staged",
     "SuccessiveHalving",

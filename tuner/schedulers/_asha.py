@@ -92,10 +92,14 @@ class ASHA(_RungScheduler):
         trial = self._trials[trial_id]
         return trial.status is TrialStatus.PAUSED and trial.step == trial.to_step == self.rungs[k]
 
+    def _top_rung(self) -> int:
+        """The index of the highest rung a trial may be promoted to now."""
+        return len(self.rungs) - 1
+
     def _promotion(self) -> Job | None:
         # Kept incrementally (sorted keys per rung, candidates per rung, stale ones dropped
         # lazily) so that a decision costs O(log n), not a sort of the whole rung.
-        for k in range(len(self.rungs) - 2, -1, -1):
+        for k in range(self._top_rung() - 1, -1, -1):
             candidates = self._candidates[k]
             while candidates and not self._paused_at(candidates[-1][2], k):
                 candidates.pop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tuner.schedulers._asha import ASHA
 from tuner.schedulers._base import Mode, Scheduler
 from tuner.schedulers._hyperband import Hyperband
+from tuner.schedulers._pasha import PASHA
 from tuner.schedulers._sha import SuccessiveHalving
 
 _SCHEDULERS: dict[str, type[ASHA | SuccessiveHalving | Hyperband]] = {
@@ -23,9 +24,11 @@ def make_scheduler(
     num_trials: int | None = None,
     first_reduction: int | None = None,
     early_promotion: bool = False,
+    pasha: bool = False,
 ) -> Scheduler:
     """The scheduler named ``type``: one of "asha", "sha", "hyperband" (``first_reduction``:
-    synchronous halving's first cut, and ``early_promotion``, "sha" only).
+    synchronous halving's first cut, and ``early_promotion``, "sha" only; ``pasha``: "asha"
+    only, its top rung grows as :class:`PASHA` decides).
 
     >>> make_scheduler("asha", 1, 27, 3, "max", None).rungs
     [1, 3, 9, 27]
@@ -40,6 +43,11 @@ def make_scheduler(
     if first_reduction is not None and type != "sha":
         raise ValueError(f"first_reduction is {first_reduction!r}, but only a synchronous "
                          "halving ('sha') has one")
+    if pasha and type != "asha":
+        raise ValueError(f"pasha is True, but only asynchronous halving ('asha') grows its top "
+                         f"rung progressively, not {type!r}")
+    if pasha:
+        return PASHA(min_resource, max_resource, reduction_factor, mode, num_trials)
     if type == "sha":
         return SuccessiveHalving(min_resource, max_resource, reduction_factor, mode, num_trials,
                                  first_reduction, early_promotion=early_promotion)

@@ -13,6 +13,12 @@ from tuner.sim._curves import (
 )
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import DEFAULT_TYPE, SimInstanceType, SimProvider, uniform_boot
+from tuner.sim._recorded_space import (
+    Hyperparameter,
+    NearestConfig,
+    hyperparameters,
+    recorded_space,
+)
 from tuner.sim._simulate import (
     SIM_SETTINGS,
     SimFaults,
@@ -25,6 +31,8 @@ from tuner.sim._wired import simulate_wired
 
 __all__ = [
     "DEFAULT_TYPE",
+    "Hyperparameter",
+    "NearestConfig",
     "SAMPLE_DIR",
     "SIM_SETTINGS",
     "CurveSet",
@@ -36,7 +44,9 @@ __all__ = [
     "TimeSource",
     "default_data_dir",
     "discover",
+    "hyperparameters",
     "load_curves",
+    "recorded_space",
     "settings_grace",
     "simulate",
     "simulated_sweep",

@@ -23,7 +23,7 @@ import itertools
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,6 +101,7 @@ class SimExecutor:
         time_scale: float = 1.0,
         seed: int = 0,
         config_ids: list[str] | None = None,
+        nearest: Callable[[Mapping[str, Any]], str] | None = None,
         app_error_prob: float = 0.0,
         nan_prob: float = 0.0,
         worker_losses_per_hour: float = 0.0,
@@ -117,7 +118,9 @@ class SimExecutor:
         uniformly: its worker sends nothing more, heartbeats included, and ignores stop
         requests (the controller's lease gives it up). ``heartbeat_s``: how often a live
         worker beats. ``notice_s``: how long before a spot VM is taken back its worker sees
-        the cloud's interruption notice (0: never, as by default)."""
+        the cloud's interruption notice (0: never, as by default). ``nearest``: a trial
+        without a ``config_param`` replays the configuration it names for the trial's params
+        (a point of the curves' hyperparameter space, :class:`NearestConfig`)."""
         problems = []
         for name, v in (("app_error_prob", app_error_prob), ("nan_prob", nan_prob),
                         ("hang_prob", hang_prob)):
@@ -148,6 +151,7 @@ class SimExecutor:
         self._seq = itertools.count()
         self._sims: dict[str, _Sim] = {}
         self._config_ids = config_ids
+        self._nearest = nearest
         self._app_error_prob = app_error_prob
         self._nan_prob = nan_prob
         self._loss_rate = worker_losses_per_hour / 3600.0
@@ -321,7 +325,10 @@ class SimExecutor:
                       step=step, metrics=metrics, ts=t)
 
     def _config(self, segment: Segment) -> str:
-        """The curve a trial replays: its ``config`` param, an id or an index into the ids."""
+        """The curve a trial replays: its ``config`` param, an id or an index into the ids;
+        without one, the configuration nearest to its params."""
+        if self._nearest is not None and self._config_param not in segment.params:
+            return self._nearest(segment.params)
         chosen = segment.params[self._config_param]
         if self._config_ids is not None and isinstance(chosen, int):
             return self._config_ids[chosen]

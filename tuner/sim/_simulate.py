@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from optuna.distributions import IntDistribution
@@ -23,6 +23,7 @@ from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
+from tuner.sim._recorded_space import NearestConfig, recorded_space
 from worker.records import EndReason, ExperimentState
 
 if TYPE_CHECKING:
@@ -70,9 +71,11 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
           preemptions_per_hour: float = 0.0, step_noise: float = 0.0,
           speedup: Callable[[int], float] | None = None, time_scale: float = 1.0,
           seed: int = 0, setup_s: float = 0.0, faults: SimFaults | None = None,
+          nearest: NearestConfig | None = None,
           ) -> tuple[SimClock, SimProvider, SimExecutor]:
     """The simulated clock, cloud and workers a simulated sweep runs on; ``markets``: some
-    instances may be spot (preemptions strike only those)."""
+    instances may be spot (preemptions strike only those); ``nearest``: trials name a point
+    of the curves' hyperparameter space, not a configuration."""
     clock = SimClock()
     f = faults or SimFaults()
     provider = SimProvider(clock, types=(itype,), boot_s=boot_s,
@@ -84,7 +87,7 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
                            failures_per_hour=f.vm_failures_per_hour)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
                            speedup=speedup, time_scale=time_scale, seed=seed, setup_s=setup_s,
-                           config_ids=list(curves.config_ids()),
+                           config_ids=list(curves.config_ids()), nearest=nearest,
                            app_error_prob=f.app_error_prob, nan_prob=f.nan_prob,
                            worker_losses_per_hour=f.worker_losses_per_hour,
                            worker_restart_s=f.worker_restart_s, hang_prob=f.hang_prob,
@@ -138,6 +141,7 @@ def simulate(
     oracle_scaling: ScalingPolicy | None = None,
     verbose: int | None = 0,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    trial_params: Literal["index", "hyperparameters"] = "index",
     **overrides: Any,
 ) -> SimResult:
     """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
@@ -147,9 +151,13 @@ def simulate(
     built as ``tune()`` builds it (:func:`tuner._build.build_controller`): only the clock, the
     workers and the cloud are simulated. Its trainable and space are the curves' (each trial
     draws one recorded configuration, without replacement unless ``sampler`` says otherwise);
-    ``metric`` and ``mode`` default to the curves'. The simulated cloud rents the instance type
-    the sweep's plan picks, at its price; a VM boots in a time drawn from the sweep's
-    ``profile.boot_s`` range unless ``boot_s`` draws it.
+    ``metric`` and ``mode`` default to the curves'. ``trial_params="hyperparameters"``: the
+    space is the curves' hyperparameters instead (:func:`tuner.sim.recorded_space`, read from
+    the recorded configurations), each trial replays the recorded configuration nearest to
+    its params (:class:`tuner.sim.NearestConfig`), and the sampler is ``tune()``'s unless the
+    sweep names one, so a model-based sampler has something to learn from. The simulated
+    cloud rents the instance type the sweep's plan picks, at its price; a VM boots in a time
+    drawn from the sweep's ``profile.boot_s`` range unless ``boot_s`` draws it.
 
     The rest describes the world, not the sweep: ``seed`` (also the sweep's, unless it sets
     one), ``faults``, capacity failures, spot preemptions, step-time noise, ``speedup`` of a
@@ -178,7 +186,7 @@ def simulate(
     if observer is not None and not callable(observer):
         raise ConfigError("observer", "expected a callable(status: dict) or None; got a "
                           f"{type(observer).__name__}")
-    spec = simulated_sweep(sweep, curves, seed=seed, **overrides)
+    spec = simulated_sweep(sweep, curves, seed=seed, trial_params=trial_params, **overrides)
     if oracle_scaling is not None and (spec.provider.follows_plan
                                        or spec.provider.scaling == "release-idle"):
         raise ConfigError("provider.scaling",
@@ -195,7 +203,8 @@ def simulate(
         curves, itype, metric=spec.metric, markets=spec.provider.spot is not False,
         boot_s=boot_s or uniform_boot(low, high), capacity_failure_prob=capacity_failure_prob,
         preemptions_per_hour=preemptions_per_hour, step_noise=step_noise, speedup=speedup,
-        time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults)
+        time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults,
+        nearest=NearestConfig(curves) if trial_params == "hyperparameters" else None)
     store = Store(store_path)
     store.create_experiment(experiment_id, spec.name, spec.to_json_dict(), spec.metric,
                             spec.mode, spec.time_budget_s, spec.cost_budget_usd)
@@ -216,11 +225,17 @@ def simulate(
 
 
 def simulated_sweep(sweep: Any, curves: Any, *, seed: int | None = None,
+                    trial_params: Literal["index", "hyperparameters"] = "index",
                     **overrides: Any) -> SweepConfig:
     """The validated sweep :func:`simulate` runs for these arguments (its trainable and space
     the curves', ``metric``/``mode`` defaulting to theirs, a seeded permutation sampler unless
-    the sweep names one): what ``elastune plan`` would be given, to plan it before a run."""
+    the sweep names one or ``trial_params`` is ``"hyperparameters"``): what ``elastune plan``
+    would be given, to plan it before a run."""
     from tuner._config import load_sweep
+
+    if trial_params not in ("index", "hyperparameters"):
+        raise ValueError(f"trial_params is {trial_params!r}, but must be 'index' or "
+                         "'hyperparameters'")
 
     config = dict(sweep) if isinstance(sweep, Mapping) else sweep
     ids = list(curves.config_ids())
@@ -230,11 +245,18 @@ def simulated_sweep(sweep: Any, curves: Any, *, seed: int | None = None,
         config = {"name": getattr(curves, "name", "sim").replace("/", "-"),
                   **{k: v for k, v in known.items() if v is not None}, **config}
         given.setdefault("trainable", replayed)
+        if trial_params == "hyperparameters":
+            space = recorded_space(curves)
+            if not space:
+                raise ValueError(f"{getattr(curves, 'name', 'the curves')}: no column of the "
+                                 "recorded configurations varies, so there is no "
+                                 "hyperparameter space; give trial_params='index'")
+            given.setdefault("space", space)
         given.setdefault("space", {"config": IntDistribution(0, len(ids) - 1)})
         if seed is not None and "seed" not in config:
             given.setdefault("seed", seed)
     spec = load_sweep(config, **given)
-    if "sampler" not in spec.model_fields_set:
+    if "sampler" not in spec.model_fields_set and trial_params == "index":
         world_seed = seed if seed is not None else spec.seed or 0
         spec = spec.model_copy(update={"sampler": PermutationSampler(world_seed)})
     return spec
