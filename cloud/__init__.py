@@ -17,6 +17,7 @@ from cloud._provider import (
     ProviderError,
     QuotaError,
     ThrottledError,
+    ZonedSpot,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Scaling",
     "SharedPool",
     "ThrottledError",
+    "ZonedSpot",
     "reconcile",
     "secret_uri",
     "startup_script",

@@ -21,11 +21,21 @@ from tuner.sim._simulate import (
     simulate,
     simulated_sweep,
 )
+from tuner.sim._spot_trace import (
+    SAMPLE_TRACES,
+    TraceReplay,
+    ZoneTrace,
+    default_traces_dir,
+    load_spot_traces,
+    replay_for,
+    zone_price_factors,
+)
 from tuner.sim._wired import simulate_wired
 
 __all__ = [
     "DEFAULT_TYPE",
     "SAMPLE_DIR",
+    "SAMPLE_TRACES",
     "SIM_SETTINGS",
     "CurveSet",
     "SimExecutor",
@@ -34,12 +44,18 @@ __all__ = [
     "SimProvider",
     "SimResult",
     "TimeSource",
+    "TraceReplay",
+    "ZoneTrace",
     "default_data_dir",
+    "default_traces_dir",
     "discover",
     "load_curves",
+    "load_spot_traces",
+    "replay_for",
     "settings_grace",
     "simulate",
     "simulated_sweep",
     "simulate_wired",
     "uniform_boot",
+    "zone_price_factors",
 ]

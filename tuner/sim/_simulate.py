@@ -23,6 +23,7 @@ from tuner._sampling import PermutationSampler
 from tuner._store import Store
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
+from tuner.sim._spot_trace import TraceReplay, zone_price_factors
 from worker.records import EndReason, ExperimentState
 
 if TYPE_CHECKING:
@@ -70,9 +71,12 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
           preemptions_per_hour: float = 0.0, step_noise: float = 0.0,
           speedup: Callable[[int], float] | None = None, time_scale: float = 1.0,
           seed: int = 0, setup_s: float = 0.0, faults: SimFaults | None = None,
+          spot_replay: TraceReplay | None = None,
+          zone_spot_factor: Mapping[str, float] | None = None,
           ) -> tuple[SimClock, SimProvider, SimExecutor]:
     """The simulated clock, cloud and workers a simulated sweep runs on; ``markets``: some
-    instances may be spot (preemptions strike only those)."""
+    instances may be spot (preemptions strike only those); ``spot_replay``: spot capacity
+    replayed per zone, each zone's spot price ``zone_spot_factor`` times the type's."""
     clock = SimClock()
     f = faults or SimFaults()
     provider = SimProvider(clock, types=(itype,), boot_s=boot_s,
@@ -81,7 +85,9 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
                            capacity_outages=f.capacity_outages,
                            never_register_prob=f.never_register_prob,
                            storms=f.preemption_storms if markets else (),
-                           failures_per_hour=f.vm_failures_per_hour)
+                           failures_per_hour=f.vm_failures_per_hour,
+                           spot_replay=spot_replay if markets else None,
+                           zone_spot_factor=zone_spot_factor)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
                            speedup=speedup, time_scale=time_scale, seed=seed, setup_s=setup_s,
                            config_ids=list(curves.config_ids()),
@@ -136,6 +142,7 @@ def simulate(
     experiment_id: str = "sim",
     raise_errors: bool = True,
     oracle_scaling: ScalingPolicy | None = None,
+    spot_traces: TraceReplay | None = None,
     **overrides: Any,
 ) -> SimResult:
     """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
@@ -156,7 +163,10 @@ def simulate(
     back failed, its store kept. ``oracle_scaling``: a scaling policy no sweep can name, in
     place of a ``provider.scaling: static`` sweep's fixed cluster (which it starts from): a
     benchmark's oracle, such as a cluster sized per stage in hindsight
-    (:class:`budgets.StageWorkers`).
+    (:class:`budgets.StageWorkers`). ``spot_traces``: spot capacity replayed from measured
+    traces (:class:`tuner.sim.TraceReplay`) in place of the preemption rate, over the sweep's
+    ``provider.zones`` (every zone of the replay when it names none), each at its own spot
+    price.
 
     >>> from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
     >>> curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
@@ -182,11 +192,23 @@ def simulate(
                             on_demand_per_hour=priced.on_demand_per_hour,
                             spot_per_hour=priced.spot_per_hour)
     low, high = spec.profile.boot_range(spec.provider.type)
+    replay = None
+    if spot_traces is not None:
+        zones = spec.provider.zones or ([spec.provider.zone] if spec.provider.zone else None)
+        unknown = sorted(set(zones or ()) - set(spot_traces.zones))
+        if unknown:
+            raise ConfigError("provider.zones", f"names {', '.join(unknown)}, which the spot "
+                              f"traces do not hold (they hold {', '.join(spot_traces.zones)})")
+        replay = TraceReplay({z: spot_traces.traces[z] for z in zones or spot_traces.zones},
+                             offset_s=spot_traces.offset_s,
+                             compression=spot_traces.compression)
     clock, provider, executor = world(
         curves, itype, metric=spec.metric, markets=spec.provider.spot is not False,
         boot_s=boot_s or uniform_boot(low, high), capacity_failure_prob=capacity_failure_prob,
         preemptions_per_hour=preemptions_per_hour, step_noise=step_noise, speedup=speedup,
-        time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults)
+        time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults,
+        spot_replay=replay, zone_spot_factor=None if spot_traces is None else
+        zone_price_factors(spot_traces.traces, priced.region))
     store = Store(store_path)
     store.create_experiment(experiment_id, spec.name, spec.to_json_dict(), spec.metric,
                             spec.mode, spec.time_budget_s, spec.cost_budget_usd)
