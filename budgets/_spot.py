@@ -170,14 +170,16 @@ class SpotPolicy:
         A zone whose spot price is not below ``on_demand`` is left out (none left: all).
 
         ``uniform-progress`` and the others: cheapest first (the multi-zone reading of
-        the rule: any zone with capacity counts as spot available). ``tuning-aware``: the
-        zones that took a VM back in the last :data:`RECENT_PREEMPTION_S` after the
-        others; for the last rung (``final``) the zones by how many VMs they took back in
-        all, fewest first: its long segments want the most stable zone.
+        the rule: any zone with capacity counts as spot available). ``tuning-aware``:
+        cheapest first, without the zones that took a VM back in the last
+        :data:`RECENT_PREEMPTION_S` while another zone is left (a zone whose capacity
+        flaps would take each new VM back before it has booted); for the last rung
+        (``final``) the zones by how many VMs they took back in all, fewest first: its
+        long segments want the most stable zone.
 
         >>> SpotPolicy("tuning-aware").zone_order({"a": 1.0, "b": 2.0, "c": 1.5},
         ...                                       {"a": [900.0]}, 1000.0)
-        ['c', 'b', 'a']
+        ['c', 'b']
         """
         def key(z: str) -> tuple[float, float]:
             times = preempted_at.get(z, ())
@@ -189,4 +191,8 @@ class SpotPolicy:
             return (float(recent), prices[z])
 
         cheaper = [z for z in prices if on_demand is None or prices[z] < on_demand]
-        return sorted(cheaper or prices, key=key)
+        order = sorted(cheaper or prices, key=key)
+        if self.mode == "tuning-aware" and not final:
+            calm = [z for z in order if key(z)[0] == 0.0]
+            return calm or order
+        return order

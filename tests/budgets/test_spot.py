@@ -255,14 +255,42 @@ def test_tuning_aware_asks_the_safety_net_again_at_each_rung_boundary():
     assert not decide(q, stage=2, elapsed_s=2000.0, remaining_s=2000.0, restart_s=300.0)
 
 
-def test_zones_are_walked_by_price_recent_preemptions_last_and_never_dearer_than_on_demand():
+def test_zones_are_walked_by_price_without_recent_preemptions_nor_dearer_than_on_demand():
     prices = {"a": 1.0, "b": 2.0, "c": 1.5, "d": 5.0}
     taken = {"a": [900.0], "b": [10.0, 20.0]}
     aware = SpotPolicy("tuning-aware")
-    assert aware.zone_order(prices, taken, 2000.0, on_demand=3.0) == ["c", "b", "a"]
+    # a zone that took a VM back lately is left out while another is left
+    assert aware.zone_order(prices, taken, 2000.0, on_demand=3.0) == ["c", "b"]
+    assert aware.zone_order(prices, taken, 1000.0, on_demand=3.0) == ["c"]
+    assert aware.zone_order({"a": 1.0}, taken, 1000.0) == ["a"]
     # the last rung: the zones that took fewest VMs back in all, then by price
     assert aware.zone_order(prices, taken, 1000.0, final=True, on_demand=3.0) == ["c", "a", "b"]
     # Uniform Progress over several zones: cheapest first
     assert SpotPolicy("uniform-progress").zone_order(prices, taken, 1000.0) == ["a", "c", "b",
                                                                                "d"]
     assert aware.zone_order({"d": 5.0}, {}, 0.0, on_demand=3.0) == ["d"]   # none cheaper: all
+
+
+@pytest.mark.slow
+def test_turning_to_on_demand_replaces_the_spot_cluster_once_not_at_every_tick():
+    """The safety net trips mid-sweep: the on-demand cluster that replaces the spot one is
+    sized by the plan (before, each tick while jobs queued launched one on-demand instance
+    per leaving spot one, and a segment ending on a leaving spot instance counted as a queued
+    job: 59 on-demand instances where the on-demand run rents 8)."""
+    from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
+
+    curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
+
+    def run(spot):
+        sweep = {"scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9},
+                 "num_trials": 27,
+                 "provider": {"type": "aws", "instance_types": ["g4dn.xlarge"], "spot": spot},
+                 "profile": {"seconds_per_step": 60.0, "boot_s": [60, 180]}}
+        return simulate(sweep, curves, seed=2, preemptions_per_hour=1.0, time_budget=9000.0,
+                        cost_budget=None)
+
+    on_demand, safe = run(False), run("deadline-safe")
+    bought = [i for i in safe.store.instances() if not i["spot"]]
+    assert bought, "the safety net did not trip"
+    assert len(bought) <= 2 * len(on_demand.store.instances())
+    assert safe.spend_usd < on_demand.spend_usd

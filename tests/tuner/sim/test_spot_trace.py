@@ -121,3 +121,42 @@ def test_a_zone_whose_capacity_falls_takes_its_youngest_vms_back_with_notice(tmp
     states = {i.instance_id: i for i in p.list()}
     assert states[ids[2]].preempted and not states[ids[1]].preempted
     assert p.fault_counts["preemptions"] == 1
+
+
+@pytest.mark.slow
+def test_a_sweep_replays_the_sample_traces_across_zones_through_simulate():
+    """One construction path: provider.zones and provider.spot as a user sets them, the
+    capacity replayed; the tuning-aware policy spreads over zones, meets its deadline and
+    pays less than on-demand in the same world."""
+    from tuner.sim import SAMPLE_DIR, SimFaults, discover, load_curves, simulate
+
+    curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
+    traces = load_spot_traces(SAMPLE_TRACES)
+    replay = replay_for(traces, None, seed=1, compression=20.0)
+
+    def run(spot):
+        sweep = {"scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9},
+                 "num_trials": 27,
+                 "provider": {"type": "gcp", "region": "us-central1", "spot": spot,
+                              "machine_types": ["g2-standard-4"], "zones": list(traces)},
+                 "profile": {"seconds_per_step": 60.0, "boot_s": [60, 180]}}
+        return simulate(sweep, curves, seed=1, spot_traces=replay,
+                        faults=SimFaults(spot_notice_s=30.0), time_budget=12000.0,
+                        cost_budget=None)
+
+    on_demand, aware = run(False), run("tuning-aware")
+    assert on_demand.outcome.reason == aware.outcome.reason == "done"
+    assert aware.deadline_met and aware.spend_usd < on_demand.spend_usd
+    spot = [i for i in aware.store.instances() if i["spot"]]
+    assert spot and all(i["zone"] in traces for i in spot)
+    assert aware.provider is not None and aware.provider.fault_counts["preemptions"] > 0
+    # A preempted segment resumes: no trial fails for it (the sample's diverged curves fail
+    # in both runs alike).
+    failed = {k: set(r.trials[r.trials["state"] == "failed"]["params.config"])
+              for k, r in (("od", on_demand), ("aware", aware))}
+    assert failed["aware"] == failed["od"]
+    with pytest.raises(Exception, match="provider.zones"):
+        simulate({"scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9},
+                  "num_trials": 9, "provider": {"type": "gcp", "spot": True,
+                                                "zones": ["mars-1-a"]}},
+                 curves, spot_traces=replay, time_budget=None, cost_budget=10.0)
