@@ -90,6 +90,7 @@ class PlanFollowing:
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._ordered: tuple[int, int] | None = None   # (bracket's first trial, stage) ordered
+        self._lost_since: Plan | None = None   # the plan lost work is counted against
 
     @property
     def cuts_stages(self) -> bool:
@@ -240,7 +241,12 @@ class PlanFollowing:
         restart = boot = 0.0
         last_start: float | None = None
         if isinstance(plan, Plan):
+            if plan is not self._lost_since:
+                # A new plan counts what is left as it is now.
+                self._lost_since, self.state.lost_work_s = plan, 0.0
             remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
+            # Work lost since (preempted segments) runs again: the rest is that much longer.
+            remaining += self.state.lost_work_s
             boot = restart = float(plan.inputs.get("boot_s") or 0.0)
             last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
             last_start = None if last is None else last.start_s
