@@ -101,8 +101,8 @@ class SpotPolicy:
             elapsed_s: seconds since the sweep started; ``deadline_s`` its time budget (None:
                 no deadline, no safety net).
             remaining_s: seconds the rest of the job needs on on-demand capacity, as the
-                current plan predicts (None: no plan; the safety net then compares with
-                nothing and holds).
+                current plan predicts, plus the work preempted since it was made (None: no
+                plan; the safety net then compares with nothing and holds).
             restart_s: what one preemption costs the job: a replacement's boot plus the
                 work lost since the last checkpoint (Uniform Progress's ``d``).
             last_start_s: when the plan starts the last rung (seconds into the sweep), and
