@@ -148,10 +148,11 @@ class SpotPolicy:
         if self.fallen_back or deadline_s - elapsed_s < remaining_s + self.safety * d:
             self.fallen_back = True                      # the safety net
             return False
-        done = self._work_s - remaining_s
+        work = self._work_s
+        done = work - remaining_s
 
         def line(t: float) -> float:
-            return self._work_s * t / deadline_s if deadline_s > 0 else math.inf
+            return work * t / deadline_s if deadline_s > 0 else math.inf
 
         if self.catching_up:
             if done >= line(elapsed_s + 2.0 * d):        # hysteresis
