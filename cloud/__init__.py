@@ -16,9 +16,11 @@ from cloud._provider import (
     Provider,
     ProviderError,
     QuotaError,
+    Retaggable,
     ThrottledError,
     ZonedSpot,
 )
+from cloud._warm import TAKE_MARGIN_S, WARM_EXPERIMENT, WarmPool, WarmVm, warm_scope
 
 __all__ = [
     "DEFAULT_PRICE_PER_HOUR",
@@ -36,11 +38,17 @@ __all__ = [
     "Provider",
     "ProviderError",
     "QuotaError",
+    "Retaggable",
     "Scaling",
     "SharedPool",
+    "TAKE_MARGIN_S",
     "ThrottledError",
+    "WARM_EXPERIMENT",
+    "WarmPool",
+    "WarmVm",
     "ZonedSpot",
     "reconcile",
     "secret_uri",
     "startup_script",
+    "warm_scope",
 ]

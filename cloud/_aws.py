@@ -596,6 +596,25 @@ class AwsProvider:
             out.append(self._record(raw, now=now))
         return out
 
+    def retag(self, instance_ids: Sequence[str], experiment: str) -> list[Instance]:
+        """Move live instances to ``experiment`` (its tag): a VM kept warm leaves the sweep
+        that launched it, and a later sweep takes it up. Returns the live ones moved; ids
+        that are gone or not elastune-managed are skipped."""
+        ids = list(dict.fromkeys(instance_ids))
+        raws = [raw for raw in self._describe_ours(ids=ids) if raw["State"]["Name"] not in _GONE]
+        if not raws:
+            return []
+        live = [raw["InstanceId"] for raw in raws]
+        tag = {"Key": EXPERIMENT_TAG, "Value": experiment}
+        ec2 = self._client("ec2")
+        self._call("CreateTags", ec2.create_tags, Resources=live, Tags=[tag])
+        now = self._clock.now()
+        out = []
+        for raw in raws:
+            tags = [t for t in raw.get("Tags", []) if t["Key"] != EXPERIMENT_TAG] + [tag]
+            out.append(self._record({**raw, "Tags": tags}, now=now))
+        return out
+
     def _terminate_ids(self, ids: Sequence[str]) -> None:
         ec2 = self._client("ec2")
         for i in range(0, len(ids), _CHUNK):

@@ -612,8 +612,10 @@ class GcpProvider:
                                                           or "{}").items()}
         except (ValueError, AttributeError):
             tags = {}
-        if not tags and raw.labels.get(LABEL_EXPERIMENT):
-            tags = {"experiment": raw.labels[LABEL_EXPERIMENT]}
+        label = raw.labels.get(LABEL_EXPERIMENT)
+        if label and sanitize_label(tags.get("experiment", "")) != label:
+            # Moved to another experiment (a warm VM taken up): the label says where it is.
+            tags = {**tags, "experiment": label}
         try:
             catalog = self._catalog(itype, zone)
             price, slots = catalog.hourly(spot, fallback=True), catalog.gpus
@@ -654,6 +656,44 @@ class GcpProvider:
         ops = self._call(f"listing preemptions in {zone}",
                          lambda: builtins.list(client.list(request=request)))
         return {op.target_link.rsplit("/", 1)[-1] for op in ops if op.target_link}
+
+    # -- moving a VM to another experiment --------------------------------------------------
+    def retag(self, instance_ids: Sequence[str], experiment: str) -> builtins.list[Instance]:
+        """Move live VMs to ``experiment`` (its label; the label wins over the tags in the
+        VM's metadata): a VM kept warm leaves the sweep that launched it, and a later sweep
+        takes it up. Returns the live ones moved; VMs that are gone are skipped."""
+        from google.cloud import compute_v1
+
+        client = self._client("instances")
+        now = self._clock.now()
+        out = []
+        for name in dict.fromkeys(instance_ids):
+            known = self._known.get(name)
+            zones = [known.zone] if known is not None and known.zone in self.zones \
+                else self.zones
+            for zone in zones:
+                context = f"labelling instance {name} in {zone}"
+                try:
+                    raw = self._call(context, client.get, project=self.project, zone=zone,
+                                     instance=name)
+                except NotFoundError:
+                    continue
+                if _STATES.get(_name(raw.status), InstanceState.PENDING) == \
+                        InstanceState.TERMINATED or name in self._deleted_by_us:
+                    break
+                labels = {**dict(raw.labels), LABEL_EXPERIMENT: sanitize_label(experiment)}
+                request = compute_v1.InstancesSetLabelsRequest(
+                    label_fingerprint=raw.label_fingerprint, labels=labels)
+                self._call(context, client.set_labels_unary, project=self.project, zone=zone,
+                           instance=name, instances_set_labels_request_resource=request)
+                record = self._record(raw, zone, now)
+                record = record.model_copy(update={"tags": {**record.tags,
+                                                            "experiment": experiment}})
+                with self._lock:
+                    self._known[name] = record
+                out.append(record)
+                break
+        return out
 
     # -- terminate / cleanup ----------------------------------------------------------------
     def terminate(self, instance_ids: Sequence[str]) -> builtins.list[Instance]:

@@ -130,3 +130,13 @@ class CloudProvider(Provider, CloudServices, Protocol):
     """A provider that rents VMs on a cloud (AWS, GCP): its VMs run ``bootstrap``."""
 
     bootstrap: Bootstrap | None
+
+
+@runtime_checkable
+class Retaggable(Protocol):
+    """A provider that can move a live instance to another experiment (a VM kept warm for the
+    next sweep, then taken up by it)."""
+
+    def retag(self, instance_ids: Sequence[str], experiment: str) -> list[Instance]:
+        """Move these live instances to ``experiment``; returns the ones moved."""
+        ...

@@ -51,8 +51,10 @@ def test_every_sweep_example_follows_the_schema_and_loads():
     full = jsonschema.Draft202012Validator(schema)
     # A block may be part of a sweep (a provider block alone): every key it has is checked.
     partial = jsonschema.Draft202012Validator({**schema, "required": []})
-    examples = [("examples/digits.yaml", (ROOT / "examples" / "digits.yaml").read_text()),
-                *_yaml_blocks()]
+    sweeps = [p for p in sorted((ROOT / "examples").glob("*.yaml"))
+              if "trainable:" in p.read_text()]
+    assert len(sweeps) >= 5
+    examples = [*((str(p.relative_to(ROOT)), p.read_text()) for p in sweeps), *_yaml_blocks()]
     assert len(examples) >= 4
     for where, text in examples:
         data = yaml.safe_load(text)

@@ -56,9 +56,11 @@ def test_the_wheel_holds_the_four_packages_typed_and_the_sdks_only_as_extras(tmp
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"tuner", "cloud", "budgets", "worker"}
     assert {f"{p}/py.typed" for p in top} <= set(names)
-    assert {"tuner/__init__.pyi", "worker/__init__.pyi"} <= set(names)
+    assert {"tuner/__init__.pyi", "worker/__init__.pyi",
+            "tuner/integrations/__init__.pyi"} <= set(names)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA")))
     core = [line.split(":", 1)[1].strip() for line in meta.decode().splitlines()
             if line.startswith("Requires-Dist:") and "extra ==" not in line]
-    for name in ("boto3", "google-cloud", "fastapi", "uvicorn", "plotly", "pytest"):
+    for name in ("boto3", "google-cloud", "fastapi", "uvicorn", "plotly", "pytest", "torch",
+                 "lightning", "transformers", "accelerate", "xgboost", "lightgbm"):
         assert not any(req.startswith(name) for req in core), (name, core)

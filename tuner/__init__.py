@@ -15,6 +15,7 @@ _HOMES = {
     "TrialContext": "worker",
     "TuneResult": "tuner._result",
     "choice": "tuner._space",
+    "export_optuna": "tuner._export",
     "grid": "tuner._space",
     "load_sweep": "tuner._config",
     "loguniform": "tuner._space",

@@ -3,6 +3,7 @@ from tuner._config import SchedulerConfig as SchedulerConfig
 from tuner._config import SweepConfig as SweepConfig
 from tuner._config import load_sweep as load_sweep
 from tuner._errors import ConfigError as ConfigError
+from tuner._export import export_optuna as export_optuna
 from tuner._result import TuneResult as TuneResult
 from tuner._space import choice as choice
 from tuner._space import grid as grid

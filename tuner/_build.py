@@ -26,11 +26,12 @@ from budgets import (
     Replanner,
     ScalingPolicy,
 )
-from cloud import Provider
+from cloud import Provider, WarmPool
 from tuner._config import SweepConfig
 from tuner._controller import Controller, RunSpec, Settings
 from tuner._errors import ConfigError
 from tuner._executor import Executor
+from tuner._hooks import Hooks, SweepInfo
 from tuner._planning import (
     late_only,
     plan_for,
@@ -61,6 +62,9 @@ class Parts:
     checkpoint_root: Path | str      # a folder, or a URI in object storage
     instance_type: str               # the instance type the provider launches
     observer: Callable[[dict[str, Any]], None] | None = None
+    warm: WarmPool | None = None     # VMs kept warm between sweeps (a cloud provider)
+    # The experiment's folder (where trackers write by default); None: a simulation in memory.
+    experiment_dir: Path | None = None
 
 
 def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment_id: str,
@@ -93,7 +97,21 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         reallocation=reallocation_for(sweep, plan),
         more_brackets=chosen and replanner is not None,
         pool_plan=(lambda n: fixed_plan(sweep, plan, n)) if sweep.provider.type == "pool"
-        else None)
+        else None, warm=parts.warm, hooks=hooks_for(sweep, parts, experiment_id))
+
+
+def hooks_for(sweep: SweepConfig, parts: Parts, experiment_id: str) -> Hooks:
+    """The sweep's experiment trackers (``loggers``), writing in the experiment's folder
+    unless told where."""
+    if not sweep.loggers:
+        return Hooks()
+    from tuner.loggers import make_loggers
+
+    info = SweepInfo(experiment_id=experiment_id, name=sweep.name, metric=sweep.metric,
+                     mode=sweep.mode, time_budget_s=sweep.time_budget_s,
+                     cost_budget_usd=sweep.cost_budget_usd, config=sweep.to_json_dict(),
+                     experiment_dir=parts.experiment_dir)
+    return Hooks(make_loggers(sweep.loggers, parts.experiment_dir), parts.store, info)
 
 
 def shaped(sweep: SweepConfig) -> tuple[SweepConfig, Plan, bool]:

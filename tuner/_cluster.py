@@ -16,11 +16,16 @@ from collections.abc import Callable
 
 from budgets import Clock, Ledger
 from cloud import (
+    TAKE_MARGIN_S,
+    WARM_EXPERIMENT,
     Node,
     Provider,
+    Retaggable,
     SharedPool,
+    WarmPool,
     reconcile,
 )
+from tuner._beacon import controller_key
 from tuner._errors import ConfigError
 from tuner._executor import Executor
 from tuner._launcher import Launcher
@@ -41,7 +46,9 @@ class Cluster:
                  ledger: Ledger, store: Store, clock: Clock, executor: Executor,
                  state: SweepState, market: Callable[[float], bool],
                  lost: Callable[[str, SegmentState, float], None],
-                 drain_events: Callable[[], None]) -> None:
+                 drain_events: Callable[[], None], warm: WarmPool | None = None) -> None:
+        """``warm``: the VMs earlier sweeps kept warm, taken up before launching, and where
+        this sweep's idle VMs go at its end (``provider.keep_warm``)."""
         self.spec = spec
         self.settings = settings
         self.provider = provider
@@ -52,6 +59,8 @@ class Cluster:
         self.state = state
         self._lost = lost
         self._drain_events = drain_events
+        self._market = market
+        self.warm = warm if isinstance(provider, Retaggable) else None
         self.instances: dict[str, Instance] = {}
         self.ready: set[str] = set()
         self.used_slots: dict[str, int] = {}
@@ -149,7 +158,85 @@ class Cluster:
 
     # -- launching --------------------------------------------------------------------------
     def launch(self, count: int, required: bool = True) -> None:
-        self.launcher.launch(count, required)
+        if self.warm is not None and count > 0 and self.warm.available():
+            count -= self._take_warm(count)
+        if count > 0:
+            self.launcher.launch(count, required)
+
+    def _take_warm(self, count: int) -> int:
+        """Take up to ``count`` VMs an earlier sweep kept warm (as many as the cost budget
+        covers): ready at once, billed from the deadline the earlier sweep paid up to."""
+        assert self.warm is not None and isinstance(self.provider, Retaggable)
+        now = self.clock.now()
+        spot = self._market(now)
+        price = self.provider.price_per_hour(self.spec.instance_type, spot)
+        taken = 0
+        while taken < count and self.ledger.can_launch(price, now):
+            vms = self.warm.take(1, [self.spec.instance_type], spot,
+                                 controller_key(self.spec.experiment_id), now)
+            if not vms:
+                break
+            vm = vms[0]
+            moved = self.provider.retag([vm.instance.instance_id], self.spec.experiment_id)
+            if not moved:
+                continue   # gone while warm (a spot VM taken back)
+            inst = moved[0].model_copy(update={"tags": {
+                **moved[0].tags, "warm_from": vm.left_by, "paid_until": f"{vm.until:.3f}"}})
+            iid = inst.instance_id
+            self.instances[iid] = inst
+            self.used_slots[iid] = 0
+            self.booting.add(iid)          # ready once its worker is seen in the registry
+            self.ledger.adopt(iid, inst.price_per_hour, inst.launched_at, vm.until)
+            self.store.upsert_instance(inst, self.instance_cost(iid, now))
+            log.info("took up %s, kept warm by %s (paid until %.0f s from now)", iid,
+                     vm.left_by, vm.until - now)
+            taken += 1
+        return taken
+
+    def keep_warm(self, now: float) -> list[str]:
+        """At the sweep's end, leave its idle ready VMs running for a later sweep instead of
+        terminating them: each until ``now + keep_warm``, paid (and billed here) up to then,
+        as many as the cost budget covers; a VM taken up from an earlier sweep whose paid-for
+        time is not over goes back until that deadline, at no cost. They leave this sweep's
+        books at their deadlines. Returns their ids."""
+        if self.warm is None:
+            return []
+        assert isinstance(self.provider, Retaggable)
+        budget = self.ledger.budget_usd
+        spent = self.ledger.spent(now)
+        kept: dict[str, float] = {}
+        for iid in sorted(self.ready):
+            inst = self.instances[iid]
+            if inst.state == InstanceState.TERMINATED or self.used_slots[iid] \
+                    or iid in self.noticed or iid in self.draining:
+                continue
+            until = float(inst.tags.get("paid_until", "-inf"))
+            if self.warm.keep_s > 0:
+                until = max(until, now + self.warm.keep_s)
+            if until <= now + TAKE_MARGIN_S:
+                continue     # (too little time left for a later sweep to take it up)
+            extra = self.ledger.instance_cost(iid, until) - self.ledger.instance_cost(iid, now)
+            if budget is not None and spent + extra > budget:
+                continue
+            spent += extra
+            kept[iid] = until
+        if not kept:
+            return []
+        moved = {inst.instance_id for inst in self.provider.retag(list(kept), WARM_EXPERIMENT)}
+        for iid, until in kept.items():
+            if iid not in moved:
+                continue
+            self.warm.offer(self.instances[iid], self.spec.experiment_id, until)
+            self.ledger.close(iid, until)
+            left = self.instances[iid].model_copy(update={
+                "state": InstanceState.TERMINATED, "terminated_at": until,
+                "tags": {**self.instances[iid].tags, "kept_warm_until": f"{until:.3f}"}})
+            self.instances[iid] = left
+            for group in (self.ready, self.has_free, self.booting):
+                group.discard(iid)
+            self.store.upsert_instance(left, self.instance_cost(iid, until))
+            log.info("kept %s warm for %.0f s", iid, until - now)
+        return [iid for iid in kept if iid in moved]
 
     def in_flight(self) -> int:
         return self.launcher.in_flight()

@@ -33,6 +33,7 @@ from pydantic import (
 from budgets import DEFAULT_MINIMUM_S
 from tuner._duration import parse_duration, parse_money
 from tuner._errors import ConfigError
+from tuner._logger_config import LoggerConfig, parse_loggers
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
 
 SAMPLERS = ("tpe", "random", "grid")
@@ -55,6 +56,7 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 TOP_LEVEL_KEYS = (
     "name", "trainable", "metric", "mode", "space", "scheduler", "num_trials", "sampler",
     "provider", "budget", "seed", "gpus_per_trial", "max_failures", "segment_timeout", "profile",
+    "loggers",
 )  # fmt: skip
 _ALSO_ACCEPTED = ("time_budget", "cost_budget", "time_budget_s", "cost_budget_usd", "base_dir",
                   "segment_timeout_s")
@@ -266,6 +268,16 @@ class ProviderConfig(_Section):
     min_workers: int = Field(1, ge=1, le=MAX_WORKERS, strict=True)
     # pool only: how long `run` waits for min_workers to join before it fails
     wait_for_workers: float | str = "10m"
+    # aws/gcp: at the sweep's end its idle VMs stay up this long, paid by it, for the next
+    # sweep of the same setup on the same broker to take up (None or 0: off)
+    keep_warm: float | str | None = None
+
+    @property
+    def keep_warm_s(self) -> float:
+        if self.keep_warm is None or (not isinstance(self.keep_warm, bool)
+                                      and self.keep_warm in (0, "0")):
+            return 0.0
+        return float(parse_duration(self.keep_warm, "provider.keep_warm") or 0.0)
 
     @property
     def wait_for_workers_s(self) -> float:
@@ -276,8 +288,19 @@ class ProviderConfig(_Section):
         return (self.scaling or ("static" if self.type in ("local", "pool") else "plan")) \
             == "plan"
 
+    @field_validator("keep_warm", mode="before")
+    @classmethod
+    def _keep_warm_duration(cls, value: Any) -> Any:
+        if isinstance(value, bool):   # (a bool would pass for the number 0 or 1)
+            raise ConfigError("provider.keep_warm", f"expected a duration such as 10m or 600, "
+                                                    f"or 0 for off; got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _pool_keys(self) -> ProviderConfig:
+        if self.keep_warm_s and self.type not in ("aws", "gcp"):
+            raise ConfigError("provider.keep_warm", f"is for cloud VMs (type aws or gcp); a "
+                                                    f"{self.type} sweep's workers end with it")
         if self.type != "pool":
             # (by value: a stored sweep holds every key, with its default)
             for key, default in (("name", None), ("min_workers", 1),
@@ -651,6 +674,10 @@ class SweepConfig(_Model):
     max_failures: int = Field(3, ge=0, strict=True)
     # A segment running longer than this fails (counted against max_failures); None: no limit.
     segment_timeout_s: float | None = None
+    # Experiment trackers that receive every trial's params, metrics by step and end, and
+    # the sweep's budgets, spend and best trial: mlflow, wandb, tensorboard, csv, each by
+    # name or with its options ({mlflow: {tracking_uri: ...}}). See the trackers guide.
+    loggers: list[LoggerConfig] = Field(default_factory=list)
     # The sweep YAML's directory: relative imports and paths resolve from it. Not part of the
     # sweep's identity, so model_dump leaves it out.
     base_dir: Path | None = Field(None, exclude=True)
@@ -704,6 +731,11 @@ class SweepConfig(_Model):
                   "profile": ProfileConfig.model_fields}[info.field_name]
         _string_keys(value, f"{info.field_name}.", fields)
         return value
+
+    @field_validator("loggers", mode="before")
+    @classmethod
+    def _parse_loggers(cls, value: Any) -> list[LoggerConfig]:
+        return parse_loggers(value)
 
     @field_validator("name")
     @classmethod
@@ -862,6 +894,7 @@ class SweepConfig(_Model):
             "profile": self.profile.model_dump(
                 mode="json", by_alias=True,
                 exclude={"from_"} if self.profile.from_ is None else None),
+            "loggers": [entry.to_json() for entry in self.loggers],
             "base_dir": None if self.base_dir is None else str(self.base_dir),
         }
 

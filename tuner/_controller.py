@@ -31,11 +31,12 @@ from budgets import (
     ScaleView,
     ScalingPolicy,
 )
-from cloud import Provider
+from cloud import Provider, WarmPool
 from tuner._cluster import Cluster
 from tuner._deadline_policy import DeadlinePolicy
 from tuner._executor import Executor
 from tuner._failures import fail_fast_at, failures_message, nothing_but_failures
+from tuner._hooks import Hooks, SweepSummary
 from tuner._journaled import JournaledScheduler
 from tuner._plan_following import PlanFollowing
 from tuner._run_spec import Outcome, RunSpec, Settings
@@ -59,7 +60,9 @@ class Controller:
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
                  reallocation: Reallocation | None = None, more_brackets: bool = False,
-                 pool_plan: Callable[[int], Plan] | None = None) -> None:
+                 pool_plan: Callable[[int], Plan] | None = None,
+                 warm: WarmPool | None = None,
+                 hooks: Hooks | None = None) -> None:
         """``scaling``: None for a fixed cluster of ``spec.workers``; ``replanner`` re-plans
         the rest of the sweep at rung boundaries and on drift (its plans replace the plan a
         FollowPlan policy follows; one is set if there is no policy); ``reallocation``:
@@ -67,7 +70,9 @@ class Controller:
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
         chose, which may start another bracket with time and budget left; ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
-        and stored whenever the pool's size changes)."""
+        and stored whenever the pool's size changes); ``warm``: VMs kept warm between sweeps
+        (taken up before launching; this sweep's idle ones kept at its end); ``hooks``: the
+        sweep's experiment trackers (see :mod:`tuner._hooks`)."""
         self.spec = spec
         self.scheduler = scheduler
         self.sampler = sampler
@@ -78,6 +83,7 @@ class Controller:
         self.clock = clock
         self.settings = settings = settings or Settings()
         self.observer = observer
+        self.hooks = hooks = hooks or Hooks()
         self.state = state = SweepState()
         self.journaled = journaled = JournaledScheduler(scheduler, store)
         if journaled.early_promotion and replanner is not None and \
@@ -89,7 +95,7 @@ class Controller:
             spec, settings, provider=provider, ledger=ledger, store=store, clock=clock,
             executor=executor, state=state, market=self._market,
             lost=lambda seg_id, seg_state, now: self.segments.give_up(seg_id, seg_state, now),
-            drain_events=lambda: self.segments.handle(executor.poll(0.0)))
+            drain_events=lambda: self.segments.handle(executor.poll(0.0)), warm=warm)
         self.plans = plans = PlanFollowing(
             spec, settings, state=state, scheduler=journaled, cluster=cluster, ledger=ledger,
             store=store, executor=executor, scaling=scaling, replanner=replanner,
@@ -100,7 +106,8 @@ class Controller:
             None if reallocation is None else reallocation.speedup)
         self.segments = Segments(
             spec, settings, state=state, scheduler=journaled, sampler=sampler, cluster=cluster,
-            timings=self.timings, ledger=ledger, store=store, executor=executor, clock=clock)
+            timings=self.timings, ledger=ledger, store=store, executor=executor, clock=clock,
+            hooks=hooks)
         self.deadline_policy = None if reallocation is None else DeadlinePolicy(
             reallocation, spec, state=state, scheduler=journaled, cluster=cluster,
             timings=self.timings, executor=executor, close_admission=self._close_admission)
@@ -142,6 +149,7 @@ class Controller:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Outcome:
         state, cluster, segments = self.state, self.cluster, self.segments
+        self.hooks.sweep_started()   # (the trackers log on a thread of their own)
         state.run_started = self.clock.now()
         state.started_at = start = state.run_started - self.spec.elapsed_before_s
         deadline = start + self.spec.time_budget_s if self.spec.time_budget_s else math.inf
@@ -299,6 +307,7 @@ class Controller:
         trial = TrialRecord(job.trial_id, len(self.state.trials) + 1, params, job.bracket)
         self.state.trials[job.trial_id] = trial
         self.store.add_trial(trial.trial_id, trial.number, params, job.bracket, now)
+        self.hooks.trial_started(trial)
         return trial
 
     def _close_admission(self, why: str) -> None:
@@ -387,6 +396,8 @@ class Controller:
                     self.segments.sync_state(trial, now)  # pruned, whatever it still trained
                 else:
                     self.segments.set_trial_state(trial, TrialState.STOPPED, now)
+        if reason != EndReason.BUDGET:
+            self.cluster.keep_warm(self.clock.now())
         self.cluster.terminate_all()
         end = self.clock.now()
         self.journaled.finalize()
@@ -407,6 +418,13 @@ class Controller:
             message=message or reason)
         if self.observer is not None:
             self.observer(self.snapshot(end))
+        self.hooks.sweep_ended(state.trials.values(), SweepSummary(
+            state=str(outcome_state), reason=str(reason), message=message, spend_usd=spent,
+            wall_s=end - state.started_at, time_budget_s=self.spec.time_budget_s,
+            cost_budget_usd=self.spec.cost_budget_usd,
+            best_trial_id=best[0] if best else None, best_value=best[1] if best else None,
+            best_params=dict(state.trials[best[0]].params) if best else None,
+            trials=self.snapshot(end)["trials"]))
         self.executor.close()
         return end
 
@@ -443,10 +461,18 @@ class Controller:
         for t in self.state.trials.values():
             counts[t.state] = counts.get(t.state, 0) + 1
         best = self.best()
+        # Where each trial is headed now: the step its running segment trains to (a larger
+        # one than before is a promotion, for a line per trial event).
+        heading = {run.segment.trial_id: run.segment.stop_step
+                   for run in self.state.running.values()}
         return {
             "elapsed_s": now - self.state.started_at, "time_budget_s": self.spec.time_budget_s,
             "spend_usd": self.ledger.spent(now), "cost_budget_usd": self.spec.cost_budget_usd,
             "trials": counts, "total": len(self.state.trials),
             "best_value": best[1] if best else None, "best_trial_id": best[0] if best else None,
             "workers": len(self.cluster.ready), "running_segments": len(self.state.running),
+            "metric": self.spec.metric, "mode": self.spec.mode,
+            "by_trial": {t.trial_id: {"state": str(t.state), "step": t.step, "value": t.value,
+                                      "to_step": heading.get(t.trial_id), "params": t.params}
+                         for t in self.state.trials.values()},
         }

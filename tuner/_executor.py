@@ -21,7 +21,7 @@ from worker import (
     forget_workers,
     make_app,
 )
-from worker.records import Event, Instance, Segment, parse_event
+from worker.records import Event, Instance, Segment, parse_event, warm_until_key
 
 
 class Executor(Protocol):
@@ -148,7 +148,14 @@ class CeleryExecutor:
         if self._forget:
             self._redis.delete(self.stop_key, self.heartbeat_key, self.events_key,
                                self.revoked_key)
-            forget_workers(self._redis, self._queues)
+            # A worker kept warm for a later sweep (provider.keep_warm) keeps its traces.
+            pipe = self._redis.pipeline(transaction=False)
+            for queue in self._queues.values():
+                pipe.exists(warm_until_key(queue))
+            warm = pipe.execute() if self._queues else []
+            forget_workers(self._redis, {name: queue for (name, queue), kept
+                                         in zip(self._queues.items(), warm, strict=True)
+                                         if not kept})
         else:
             self._redis.delete(self.heartbeat_key, self.events_key)
         self._redis.close()

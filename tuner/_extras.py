@@ -3,12 +3,16 @@ the edge so that a missing one is a clear exit-2 error naming the ``pip install`
 it, not an ImportError from deep inside a run.
 
 The extras are ``aws`` (boto3), ``gcp`` (the Compute, Storage and Secret Manager clients) and
-``dashboard`` (FastAPI, uvicorn, plotly); ``all`` is all three.
+``dashboard`` (FastAPI, uvicorn, plotly); ``all`` is all three. The experiment trackers of a
+sweep's ``loggers`` have one each: ``mlflow`` (mlflow-skinny), ``wandb``, ``tensorboard``
+(tensorboardX, the writer); ``csv`` needs nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib.util import find_spec
+from typing import Any
 
 from tuner._errors import ConfigError
 
@@ -16,6 +20,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "aws": ("boto3",),
     "gcp": ("google.cloud.compute_v1", "google.cloud.storage", "google.cloud.secretmanager"),
     "dashboard": ("fastapi", "uvicorn", "plotly"),
+    "mlflow": ("mlflow",),
+    "wandb": ("wandb",),
+    "tensorboard": ("tensorboardX",),
 }
 
 
@@ -45,3 +52,10 @@ def require_for_sweep(provider_type: str) -> None:
     """What a sweep's provider needs: the ``aws`` or ``gcp`` extra."""
     if provider_type in ("aws", "gcp"):
         require(provider_type, "provider.type", f"the {provider_type} provider")
+
+
+def require_for_loggers(loggers: Sequence[Any]) -> None:
+    """What a sweep's ``loggers`` need: each tracker's extra (``csv`` needs none)."""
+    for i, entry in enumerate(loggers):
+        if entry.name in EXTRAS:
+            require(entry.name, f"loggers[{i}]", f"the {entry.name} logger")

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from budgets import RealClock
-from cloud import Bootstrap, CloudProvider, LocalProvider, Provider, ProviderError
+from cloud import (
+    Bootstrap,
+    CloudProvider,
+    LocalProvider,
+    Provider,
+    ProviderError,
+    WarmPool,
+    warm_scope,
+)
 from tuner._beacon import ControllerBeacon, controller_key
 from tuner._config import SweepConfig
 from tuner._errors import ConfigError
@@ -43,6 +51,8 @@ class Workers:
     teardown: list[Callable[[], Any]] = field(default_factory=list)
     # The workers outlive the sweep (a shared pool): its end forgets none of them.
     keep_workers: bool = False
+    # VMs kept warm between sweeps of one setup on one broker (cloud providers).
+    warm: WarmPool | None = None
 
     def close(self) -> None:
         """Undo the setup (delete the broker secret, terminate leaked VMs); best effort, all
@@ -254,6 +264,17 @@ def _cloud(sweep: SweepConfig, address: BrokerAddress, experiment_id: str, train
         beacon = ControllerBeacon(address, controller_key(experiment_id),
                                   ttl_s=min(60.0, p.orphan_timeout_s)).start()
         workers.teardown.append(beacon.stop)
+        # Which warm VMs this sweep may take up: those booted with the same setup.
+        setup = {"type": p.type, "region": region, "zones": p.zones, "zone": p.zone,
+                 "project": p.project, "image": p.image, "install": p.install or
+                 _install_spec(p.type), "storage": p.storage, "preload": sorted(preload),
+                 "iam_instance_profile": p.iam_instance_profile,
+                 "security_group_ids": p.security_group_ids, "subnet_ids": p.subnet_ids,
+                 "key_name": p.key_name, "service_account": p.service_account,
+                 "network": p.network, "insecure_broker": insecure_broker}
+        warm_client = address.client()
+        workers.teardown.append(warm_client.close)
+        workers.warm = WarmPool(warm_client, warm_scope(setup), p.keep_warm_s)
         provider.bootstrap = Bootstrap(
             broker_url=replace(address, password=None).url, secret_name=secret_ref,
             storage_uri=storage, install=p.install or _install_spec(p.type),

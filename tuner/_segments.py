@@ -17,6 +17,7 @@ from budgets import Clock, Ledger
 from tuner._cluster import Cluster
 from tuner._executor import Executor
 from tuner._failures import fail_fast_at, wrong_metric_message
+from tuner._hooks import Hooks
 from tuner._journaled import JournaledScheduler
 from tuner._run_spec import RunSpec, Settings
 from tuner._sampling import Sampler
@@ -52,7 +53,7 @@ class Segments:
     def __init__(self, spec: RunSpec, settings: Settings, *, state: SweepState,
                  scheduler: JournaledScheduler, sampler: Sampler, cluster: Cluster,
                  timings: Timings, ledger: Ledger, store: Store, executor: Executor,
-                 clock: Clock) -> None:
+                 clock: Clock, hooks: Hooks | None = None) -> None:
         self.spec = spec
         self.settings = settings
         self.state = state
@@ -64,6 +65,7 @@ class Segments:
         self.store = store
         self.executor = executor
         self.clock = clock
+        self.hooks = hooks or Hooks()
         self.latencies: list[float] = []
         self.counter: dict[str, int] = {}   # segments per trial (ids are numbered)
         self.wrong_metric: str | None = None
@@ -124,6 +126,7 @@ class Segments:
                     run.first_step_at = event.ts
                 rows.append((event.trial_id, event.segment_id, event.step, value,
                              json.dumps(event.metrics), event.ts))
+                self.hooks.result(trial, event.step, event.metrics)
             elif isinstance(event, SegmentStarted):
                 run = running.get(event.segment_id)
                 if run is not None:
@@ -322,3 +325,4 @@ class Segments:
         trial.state = state
         self.store.update_trial(trial.trial_id, now, state=state, last_step=trial.step,
                                 value=trial.value, failures=trial.failures)
+        self.hooks.trial_state(trial, state)

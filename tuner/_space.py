@@ -245,12 +245,27 @@ def _bounds(kind: str, arg: object, where: _Where, keys: set[str]) -> dict[str, 
     raise where.error("", f"must be [low, high] or {{low: .., high: ..}}; got {arg!r}")
 
 
-def _parse_entry(name: str, value: object) -> Dimension:
+def _from_optuna(name: str, value: BaseDistribution) -> BaseDistribution:
+    """An Optuna distribution given in the space, checked and rebuilt the way its YAML form is
+    (the deprecated ``UniformDistribution`` family included): the sweep runs with the space it
+    stores, and a resumed sweep reads the same space back."""
     if isinstance(value, CategoricalDistribution):
-        _scalars(value.choices, _Where("choice", name))  # params travel as JSON
-        return value
+        # (params travel as JSON; numpy choices become plain numbers)
+        return CategoricalDistribution(_scalars(value.choices, _Where("choice", name)))
+    if isinstance(value, FloatDistribution):
+        return _float_dist(value.low, value.high, _Where("float", name), value.log, value.step)
+    if isinstance(value, IntDistribution):
+        return _int_dist(value.low, value.high, _Where("int", name), value.log, value.step)
+    raise ConfigError(
+        f"space.{name}",
+        f"{type(value).__name__} is not a distribution elastune can store; use "
+        "optuna.distributions.FloatDistribution, IntDistribution or CategoricalDistribution",
+    )
+
+
+def _parse_entry(name: str, value: object) -> Dimension:
     if isinstance(value, BaseDistribution):
-        return value
+        return _from_optuna(name, value)
     if isinstance(value, Grid):
         return Grid(_scalars(value.values, _Where("grid", name)))
     if isinstance(value, bool | str):

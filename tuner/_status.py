@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
+from tuner._hooks import LOGGER_ERRORS
 from tuner._store import Store
 from worker.records import ExperimentState, TrialState
 
@@ -56,6 +58,9 @@ def status_document(store: Store, experiment_dir: str | Path) -> dict[str, Any]:
         "message": exp["message"] if exp["state"] in (ExperimentState.FAILED,
                                                       ExperimentState.RUNNING) else None,
         "workers": store.workers(),
+        # Experiment trackers (the sweep's loggers) that failed and stopped logging, with
+        # their errors; the sweep went on without them.
+        "logger_errors": json.loads(store.meta(LOGGER_ERRORS) or "{}"),
     }
 
 

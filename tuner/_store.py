@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS instances (
     instance_id TEXT PRIMARY KEY, provider TEXT NOT NULL, instance_type TEXT NOT NULL,
     spot INTEGER NOT NULL, slots INTEGER NOT NULL, price_per_hour REAL NOT NULL,
     state TEXT NOT NULL, launched_at REAL NOT NULL, terminated_at REAL, cost_usd REAL,
-    zone TEXT NOT NULL DEFAULT '', preempted INTEGER NOT NULL DEFAULT 0);
+    zone TEXT NOT NULL DEFAULT '', preempted INTEGER NOT NULL DEFAULT 0,
+    tags TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS spend (
     ts REAL NOT NULL, spent_usd REAL NOT NULL, committed_usd REAL NOT NULL, workers INTEGER);
 CREATE TABLE IF NOT EXISTS plans (ts REAL NOT NULL, plan TEXT NOT NULL);
@@ -58,6 +59,19 @@ CREATE TABLE IF NOT EXISTS journal (
     kind TEXT NOT NULL, trial_id TEXT NOT NULL, step INTEGER, value REAL, bracket INTEGER,
     flag INTEGER NOT NULL DEFAULT 0);
 """
+
+
+# Columns added after a table was first released: a store written before them gains them
+# (with their defaults) when next opened for writing.
+_ADDED_COLUMNS = {"instances": {"tags": "TEXT NOT NULL DEFAULT '{}'"}}
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
 
 def _nan_to_none(value: float | None) -> float | None:
@@ -78,6 +92,7 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            _add_missing_columns(self._db)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.commit()
@@ -177,11 +192,14 @@ class Store:
     def upsert_instance(self, instance: Any, cost_usd: float | None = None) -> None:
         with self._tx():
             self._db.execute(
-                "INSERT OR REPLACE INTO instances VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO instances (instance_id, provider, instance_type, spot,"
+                " slots, price_per_hour, state, launched_at, terminated_at, cost_usd, zone,"
+                " preempted, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (instance.instance_id, instance.provider, instance.instance_type,
                  int(instance.spot), instance.slots, instance.price_per_hour,
                  str(instance.state), instance.launched_at, instance.terminated_at, cost_usd,
-                 getattr(instance, "zone", ""), int(getattr(instance, "preempted", False))))
+                 getattr(instance, "zone", ""), int(getattr(instance, "preempted", False)),
+                 json.dumps(dict(getattr(instance, "tags", {})), sort_keys=True)))
 
     def close_instance(self, instance_id: str, terminated_at: float) -> None:
         """Mark an instance terminated at ``terminated_at`` (its cost as last recorded): one
@@ -287,6 +305,13 @@ class Store:
             args = (trial_id,)
         return [dict(r) for r in self._db.execute(sql + " ORDER BY rowid", args)]
 
+    def reported_steps(self) -> dict[str, set[int]]:
+        """The steps each trial has reports of."""
+        out: dict[str, set[int]] = {}
+        for r in self._db.execute("SELECT DISTINCT trial_id, step FROM reports"):
+            out.setdefault(r["trial_id"], set()).add(int(r["step"]))
+        return out
+
     def segments(self, trial_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT * FROM segments"
         args: tuple[Any, ...] = ()
@@ -305,7 +330,9 @@ class Store:
             "GROUP BY i.instance_id ORDER BY i.rowid")]
 
     def instances(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._db.execute("SELECT * FROM instances ORDER BY rowid")]
+        """Each instance's record; ``tags`` as a dict (empty in a store older than them)."""
+        return [{**dict(r), "tags": json.loads(r["tags"]) if "tags" in r.keys() else {}}
+                for r in self._db.execute("SELECT * FROM instances ORDER BY rowid")]
 
     def journal_add(self, kind: str, trial_id: str, step: int | None = None,
                     value: float | None = None, bracket: int | None = None,

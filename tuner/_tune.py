@@ -18,7 +18,7 @@ from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Settings
 from tuner._errors import ConfigError
 from tuner._executor import CeleryExecutor
-from tuner._extras import require_for_sweep
+from tuner._extras import require_for_loggers, require_for_sweep
 from tuner._journal import RestoreError, replay
 from tuner._lock import ControllerLock
 from tuner._planning import (
@@ -28,6 +28,7 @@ from tuner._planning import (
     plan_instance,
 )
 from tuner._profiles import PROFILE_SOURCE, TRAINABLE_KEY, trainable_key, with_profile
+from tuner._progress import Progress, check_verbose
 from tuner._providers import check_cloud_broker, checkpoint_root, open_workers
 from tuner._result import TuneResult
 from tuner._status import status_document
@@ -54,6 +55,7 @@ def tune(
     broker_url: str | None = None,
     insecure_broker: bool = False,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    verbose: int | None = None,
     resume: bool = False,
     **overrides: Any,
 ) -> TuneResult:
@@ -71,6 +73,12 @@ def tune(
     and use TLS (``rediss://``) unless it is a unix socket or a loopback address;
     ``insecure_broker=True`` accepts one that does not (see ``worker._broker.check_broker``).
 
+    ``verbose``: 0 shows nothing, 1 the live status (trials by state, best so far, spend and
+    time against the budgets), 2 also a line per trial event (started, promoted, pruned,
+    completed, failed, stopped); None (the default) is 1 on a terminal or in a notebook and 0
+    otherwise. The status goes to stderr, or in a notebook to the cell's output, refreshed
+    in place. ``observer`` is called with the same status (a dict) as it changes.
+
     A time budget shorter than the profile says one segment of the first rung takes (a
     worker's boot included) is bad input: ConfigError on ``budget.time``. A sweep that fails
     is returned, not raised (as Ray Tune's ``Tuner.fit`` returns its errors in the result):
@@ -87,17 +95,19 @@ def tune(
     if seed is not _UNSET:
         overrides["seed"] = seed
     experiment_dir = _dir_argument(experiment_dir)
-    _check_arguments(observer=observer, insecure_broker=insecure_broker, resume=resume)
+    _check_arguments(observer=observer, insecure_broker=insecure_broker, resume=resume,
+                     verbose=verbose)
     if resume:
         if experiment_dir is None:
             raise ConfigError("experiment_dir", "resume=True needs the experiment directory")
         if (Path(experiment_dir) / STORE_NAME).exists():
             return _resume(Path(experiment_dir), config,
                            _parse_broker(broker_url, insecure_broker), observer, overrides,
-                           insecure_broker)
+                           insecure_broker, verbose)
     sweep = load_sweep(config, **overrides)
     address = _parse_broker(broker_url, insecure_broker)
     require_for_sweep(sweep.provider.type)
+    require_for_loggers(sweep.loggers)
     check_cloud_broker(sweep, address)
     located = _locate_trainable(sweep)
     _check_affordable(sweep)
@@ -118,7 +128,8 @@ def tune(
             if key is not None:
                 store.set_meta(TRAINABLE_KEY, key)
         return _execute(sweep, plan, located, exp_dir, experiment_id, store, address,
-                        observer, insecure_broker=insecure_broker, chosen=chosen)
+                        observer, insecure_broker=insecure_broker, chosen=chosen,
+                        verbose=verbose)
 
 
 def preview(sweep: SweepConfig, root: str | Path | None = None
@@ -154,6 +165,7 @@ def resume(
     broker_url: str | None = None,
     insecure_broker: bool = False,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    verbose: int | None = None,
     **overrides: Any,
 ) -> TuneResult:
     """Take up a stopped, crashed or finished experiment where it stopped.
@@ -164,13 +176,14 @@ def resume(
     rungs and the sampler's history are rebuilt from the store, and trials that were running
     continue from their last checkpoint. ``config`` supplies a callable trainable when the
     stored one was a callable and no code bundle of it is stored. ``broker_url`` and
-    ``insecure_broker`` are as for :func:`tune` (the URL is never stored, so give it again).
+    ``insecure_broker`` are as for :func:`tune` (the URL is never stored, so give it again),
+    and so are ``observer`` and ``verbose`` (the trials of earlier runs get no event lines).
     """
     if time_budget is not _UNSET:
         overrides["time_budget"] = time_budget
     if cost_budget is not _UNSET:
         overrides["cost_budget"] = cost_budget
-    _check_arguments(observer=observer, insecure_broker=insecure_broker)
+    _check_arguments(observer=observer, insecure_broker=insecure_broker, verbose=verbose)
     address = _parse_broker(broker_url, insecure_broker)
     folder = _dir_argument(experiment_dir)
     if folder is None:
@@ -178,18 +191,20 @@ def resume(
     if not (folder / STORE_NAME).exists():
         raise ConfigError("experiment_dir", f"{folder} holds no experiment ({STORE_NAME} "
                           "not found)")
-    return _resume(folder, config, address, observer, overrides, insecure_broker)
+    return _resume(folder, config, address, observer, overrides, insecure_broker, verbose)
 
 
 def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             observer: Callable[[dict[str, Any]], None] | None,
-            overrides: dict[str, Any], insecure_broker: bool = False) -> TuneResult:
+            overrides: dict[str, Any], insecure_broker: bool = False,
+            verbose: int | None = None) -> TuneResult:
     with ControllerLock(exp_dir):
         store = Store(exp_dir)
         try:
             exp = store.experiment()
             stored = dict(exp["config"])
             stored = _stored_trainable(stored, exp_dir, config)
+            stored = _stored_sampler(stored, config, overrides)
             sweep = load_sweep(stored, **overrides)
             prior_usd, elapsed_s = _used_so_far(store, exp)
             # The planner chose the number of trials (it is in the stored config since):
@@ -203,6 +218,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             _check_room(sweep, prior_usd, elapsed_s)
             check_time_budget(sweep, "time_budget", elapsed_s)
             require_for_sweep(sweep.provider.type)
+            require_for_loggers(sweep.loggers)
             check_cloud_broker(sweep, address)
             _check_journal(sweep, store, overrides)
             located = _locate_trainable(sweep)
@@ -219,7 +235,7 @@ def _resume(exp_dir: Path, config: Any, address: BrokerAddress | None,
             raise
         return _execute(sweep, plan, located, exp_dir, exp["id"], store, address, observer,
                         prior=(prior_usd, elapsed_s), insecure_broker=insecure_broker,
-                        chosen=chosen)
+                        chosen=chosen, verbose=verbose)
 
 
 def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
@@ -283,6 +299,22 @@ def _stored_trainable(stored: dict[str, Any], exp_dir: Path, config: Any) -> dic
                       "callable trainable) as config=")
 
 
+def _stored_sampler(stored: dict[str, Any], config: Any,
+                    overrides: dict[str, Any]) -> dict[str, Any]:
+    """The stored sweep with a sampler that can run: a sampler object (stored by its class
+    name only) must be given again, as ``sampler=`` or in ``config``."""
+    ref = stored.get("sampler")
+    if not (isinstance(ref, str) and ref.startswith("<sampler")) or "sampler" in overrides:
+        return stored
+    given = config.get("sampler") if isinstance(config, dict) else getattr(
+        config, "sampler", None)
+    if given is not None and not isinstance(given, str):
+        return {**stored, "sampler": given}
+    raise ConfigError("sampler", f"the sweep ran with the Optuna sampler {ref[9:-1]}, which is "
+                      "not stored; give it again: resume(DIR, sampler=...), or a sampler "
+                      "name (tpe, random) to go on with another")
+
+
 def _used_so_far(store: Store, exp: dict[str, Any]) -> tuple[float, float]:
     """(spend, wall seconds) of the experiment's earlier runs, also after a crash (then from
     the last spend record the controller wrote)."""
@@ -312,7 +344,8 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
              experiment_id: str, store: Store, address: BrokerAddress | None,
              observer: Callable[[dict[str, Any]], None] | None,
              prior: tuple[float, float] | None = None,
-             insecure_broker: bool = False, chosen: bool = False) -> TuneResult:
+             insecure_broker: bool = False, chosen: bool = False,
+             verbose: int | None = None) -> TuneResult:
     trainable_spec, code_roots, preload, bundle_fn = located
     if prior is not None and bundle_fn is not None and (exp_dir / "code" /
                                                          "trainable.pkl").exists():
@@ -320,6 +353,7 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
         trainable_spec = f"bundle:{exp_dir / 'code' / 'trainable.pkl'}"
     embedded = EmbeddedRedis() if address is None else None
     workers = None
+    progress = Progress(verbose, f"elastune {experiment_id}", observer)
     try:
         if embedded is not None:
             address = embedded.start()
@@ -334,13 +368,16 @@ def _execute(sweep: SweepConfig, plan: Plan, located: _Located, exp_dir: Path,
                       provider=workers.provider, store=store,
                       settings=Settings(**workers.settings, stop_file=exp_dir / STOP_FILE),
                       trainable=workers.trainable, checkpoint_root=workers.checkpoint_root,
-                      instance_type=workers.instance_type, observer=observer)
+                      instance_type=workers.instance_type, observer=progress.observer,
+                      warm=workers.warm, experiment_dir=exp_dir)
         controller = build_controller(sweep, plan, parts, experiment_id=experiment_id,
                                       chosen=chosen, prior=prior or (0.0, 0.0))
         if prior is not None:
             (exp_dir / STOP_FILE).unlink(missing_ok=True)
             controller.restore()     # VMs the earlier run left running are adopted
-        outcome = controller.run()
+            progress.seed(controller.snapshot(clock.now()))
+        with progress:
+            outcome = controller.run()
     finally:
         try:
             if workers is not None:
@@ -429,6 +466,8 @@ def _check_arguments(**arguments: Any) -> None:
             if value is not None and not callable(value):
                 raise ConfigError(name, "expected a callable(status: dict) or None; "
                                   f"got a {type(value).__name__}")
+        elif name == "verbose":
+            check_verbose(value)
         elif not isinstance(value, bool):
             raise ConfigError(name, f"expected true or false; got {value!r}"[:200])
 

@@ -30,6 +30,10 @@ BROKER_HELP = ("Redis URL (default: an embedded one on a private socket); needs 
                "TLS (rediss://) unless on loopback or a unix socket; ELASTUNE_BROKER_URL keeps "
                "the password out of `ps`")
 INSECURE_HELP = "accept a broker URL without a password, or a remote one without TLS"
+VERBOSE_HELP = ("also print a line per trial event (started, promoted, pruned, completed, "
+                "failed) above the live status")
+QUIET_HELP = ("no live status (the default where stderr is not a terminal, and with --json); "
+              "the summary is still printed")
 
 
 def _emit_json(doc: dict[str, Any]) -> None:
@@ -48,23 +52,32 @@ def run(
                                                envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run a sweep and print its best result and spend."""
-    from tuner._live import LiveView
     from tuner._tune import tune
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, provider=provider)
+    result = tune(str(sweep), experiment_dir=dir, broker_url=broker, insecure_broker=insecure,
+                  verbose=_verbosity(verbose, quiet, json_out), **overrides)
     if json_out:
-        result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
-                      insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
-        view = LiveView(f"elastune run {sweep}")
-        with view:
-            result = tune(str(sweep), experiment_dir=dir, broker_url=broker,
-                          insecure_broker=insecure, observer=view.update, **overrides)
         _print_summary(result.status, message=False)
     _exit_if_failed(result.status)
+
+
+def _verbosity(verbose: bool, quiet: bool, json_out: bool) -> int | None:
+    """``tune``'s verbose for the flags: --json alone keeps quiet (scripts read it), and
+    whatever shows goes to stderr, so stdout keeps its one JSON object."""
+    if verbose and quiet:
+        raise ConfigError("--verbose", "and --quiet cannot be given together")
+    if verbose:
+        return 2
+    if quiet or json_out:
+        return 0
+    return None
 
 
 def _exit_if_failed(doc: dict[str, Any]) -> None:
@@ -101,6 +114,9 @@ def _print_summary(doc: dict[str, Any], message: bool = True) -> None:
     budget = doc["cost_budget_usd"]
     console.print(f"spend: {doc['spend_usd']:.4f} USD"
                   + (f" of {budget:.2f} USD budget" if budget is not None else ""))
+    for name, error in (doc.get("logger_errors") or {}).items():
+        console.print(f"the {name} logger failed and stopped logging: {error}",
+                      style="yellow", highlight=False, markup=False)
     if message and doc.get("message"):
         # (a traceback's brackets are text, not markup)
         console.print(doc["message"], style="red", highlight=False, markup=False)
@@ -212,6 +228,34 @@ def profile_command(
         print(profile_yaml(found, dir), end="")
 
 
+@app.command("export")
+def export_command(
+    dir: Annotated[Path, typer.Argument(help="experiment directory")],
+    optuna: Annotated[str, typer.Option(
+        "--optuna", help="Optuna storage URL to write the study to, e.g. sqlite:///optuna.db")],
+    study_name: Annotated[str | None, typer.Option(
+        help="the study's name (default: the experiment's id)")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace a study of that name already in the storage")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Write a sweep as an Optuna study (optuna.load_study and optuna-dashboard open it)."""
+    from tuner._export import export_optuna, shown_url
+
+    names = {"experiment_dir": "DIR", "storage": "--optuna", "study_name": "--study-name"}
+    try:
+        study = export_optuna(dir, optuna, study_name=study_name, overwrite=overwrite)
+    except ConfigError as exc:
+        raise ConfigError(names.get(exc.field, exc.field), exc.message) from None
+    doc = {"dir": str(dir.resolve()), "storage": shown_url(optuna),
+           "study_name": study.study_name, "trials": len(study.trials)}
+    if json_out:
+        _emit_json(doc)
+    else:
+        print(f"wrote {doc['trials']} trials to study {study.study_name!r} in {doc['storage']}"
+              f"\nopen it: optuna-dashboard '{doc['storage']}'")
+
+
 @app.command("resume")
 def resume_command(
     dir: Annotated[Path, typer.Argument(help="experiment directory")],
@@ -222,20 +266,18 @@ def resume_command(
                                                envvar="ELASTUNE_BROKER_URL")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help=INSECURE_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Take up a stopped, crashed or finished sweep where it stopped (budgets are totals)."""
-    from tuner._live import LiveView
     from tuner._tune import resume
 
     overrides = _given(time_budget=time_budget, cost_budget=cost_budget, num_trials=num_trials)
+    result = resume(dir, broker_url=broker, insecure_broker=insecure,
+                    verbose=_verbosity(verbose, quiet, json_out), **overrides)
     if json_out:
-        result = resume(dir, broker_url=broker, insecure_broker=insecure, **overrides)
         _emit_json(result.status)
     else:
-        view = LiveView(f"elastune resume {dir}")
-        with view:
-            result = resume(dir, broker_url=broker, insecure_broker=insecure,
-                            observer=view.update, **overrides)
         _print_summary(result.status, message=False)
     _exit_if_failed(result.status)
 
@@ -383,6 +425,15 @@ def report(
     out = write_report(dir, output)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """Click's usage error, and typer's own copy of it (typer 0.2x carries its own click)."""
+    try:
+        from typer._click.exceptions import UsageError
+    except ImportError:
+        return (click.UsageError,)
+    return (click.UsageError, UsageError)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         # Without standalone mode click hands back a typer.Exit's code instead of raising it.
@@ -392,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.UsageError as exc:
-        exc.show()
+    except _usage_errors() as exc:
+        exc.show()  # type: ignore[attr-defined]
         return 2
     except click.exceptions.Abort:
         print("aborted", file=sys.stderr)

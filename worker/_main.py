@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     client = address.client(ride_out_s=RIDE_OUT_S)
     SlotPool(client, name).reset(args.slots, args.gpus or None)
     if args.controller_key:
-        watch_controller(address.client(), args.controller_key, args.orphan_timeout_s)
+        watch_controller(address.client(), args.controller_key, args.orphan_timeout_s,
+                         worker=name)
     if args.name_from_metadata:
         watch_interruption(args.name_from_metadata, address.client(ride_out_s=RIDE_OUT_S), name,
                            poll_s=float(os.environ.get("ELASTUNE_NOTICE_POLL_S", "5")))

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tuner import _config, _duration, _space
+from tuner import _config, _duration, _logger_config, _space
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "docs" / "sweep.schema.json"
@@ -171,6 +171,8 @@ def _top_level() -> dict[str, Any]:
         elif key == "space":
             props[key] = {"type": "object", "minProperties": 1,
                           "additionalProperties": _space_entry()}
+        elif key == "loggers":
+            props[key] = _loggers(own[key])
         else:
             info = fields[key]
             # Field constraints (ge, le, min_length ...) live in the field's metadata.
@@ -194,6 +196,18 @@ def _top_level() -> dict[str, Any]:
     return props
 
 
+def _loggers(description: str) -> dict[str, Any]:
+    """``loggers``: a list of trackers, each by name or as ``{name: {options}}``."""
+    names = list(_logger_config.LOGGER_NAMES)
+    with_options = [{"type": "object", "properties": {name: {"anyOf": [
+                        {"$ref": f"#/$defs/loggers-{name}"}, {"type": "null"}]}},
+                     "required": [name], "additionalProperties": False} for name in names]
+    return {"anyOf": [{"type": "array", "items": {"anyOf": [
+                {"enum": names, "description": "a tracker by name, with its defaults"},
+                *with_options]}}, {"type": "null"}],
+            "default": [], "description": description}
+
+
 def _annotated(annotation: Any, metadata: list[Any]) -> Any:
     from typing import Annotated
 
@@ -214,7 +228,9 @@ def sweep_schema() -> dict[str, Any]:
         "properties": _top_level(),
         "required": required,
         "additionalProperties": False,
-        "$defs": {key: _section(model) for key, model in SECTIONS.items()},
+        "$defs": {**{key: _section(model) for key, model in SECTIONS.items()},
+                  **{f"loggers-{name}": _section(model)
+                     for name, model in _logger_config.OPTIONS.items()}},
     }
 
 
@@ -236,6 +252,11 @@ def _type(prop: dict[str, Any]) -> str:
         return f"list of {_type(prop.get('items', {}))}"
     if kind == "object" and "additionalProperties" in prop and prop["additionalProperties"]:
         return "mapping"
+    if kind == "object" and len(prop.get("required", [])) == 1 and len(prop["properties"]) == 1:
+        (name,) = prop["required"]     # (a name and its options: a tracker of `loggers`)
+        refs = [p["$ref"].rsplit("/", 1)[1] for p in prop["properties"][name]["anyOf"]
+                if "$ref" in p]
+        return f"`{{{name}: options}}` ([options](#{refs[0]}))"
     limits = [f"{sign} {_number(prop[key])}" for key, sign in (
         ("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
         ("exclusiveMaximum", "<")) if key in prop]

@@ -570,3 +570,16 @@ def test_live_spot_prices_fall_back_to_the_catalog(aws):
     aws.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", status=403)
     p = provider(aws, live_spot_prices=True)
     assert p.price_per_hour("g4dn.xlarge", spot=True) == pytest.approx(0.21)
+
+
+def test_retag_moves_live_instances_to_another_experiment(aws):
+    p = provider(aws)
+    a, b = p.launch(2, "g4dn.xlarge", tags={"experiment": "exp1", "owner": "ml"})
+    p.terminate([b.instance_id])
+    moved = p.retag([a.instance_id, b.instance_id, "i-0000000000unknown"], "elastune-warm")
+    assert [m.instance_id for m in moved] == [a.instance_id]   # the live one only
+    assert moved[0].tags == {"experiment": "elastune-warm", "owner": "ml"}
+    assert tags_of(aws, a.instance_id)["elastune-experiment"] == "elastune-warm"
+    assert [i.instance_id for i in p.list("elastune-warm")] == [a.instance_id]
+    assert a.instance_id not in {i.instance_id for i in p.list("exp1")}
+    assert p.cleanup("exp1") == []          # the sweep's cleanup leaves a moved VM alone

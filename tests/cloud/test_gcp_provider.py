@@ -510,3 +510,16 @@ def test_modules_import_no_google_sdk_until_used():
             "bad = [m for m in sys.modules if m.startswith('google.cloud')]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_retag_moves_live_vms_to_another_experiment(fake):
+    provider = make(fake)
+    a, b = provider.launch(2, L4, tags={"experiment": "exp1"})
+    provider.terminate([b.instance_id])
+    moved = provider.retag([a.instance_id, b.instance_id], "elastune-warm")
+    assert [m.instance_id for m in moved] == [a.instance_id]
+    assert moved[0].tags["experiment"] == "elastune-warm"
+    other = make(fake)   # a fresh process: the label says where the VM is now
+    assert [i.instance_id for i in other.list("elastune-warm")] == [a.instance_id]
+    assert a.instance_id not in {i.instance_id for i in other.list("exp1")}
+    assert provider.cleanup("exp1") == []

@@ -399,6 +399,58 @@ def test_a_resumed_cloud_sweep_adopts_the_vms_its_killed_controller_left(cloud, 
     assert vms.wait_all_gone(30)
 
 
+def test_a_sweeps_vms_kept_warm_are_taken_up_by_the_next_sweep_and_billed_once(cloud,
+                                                                                tmp_path):
+    from budgets import billed
+
+    aws, broker, vms = cloud
+    first = tune(_sweep(aws, trials=9, keep_warm="60s"), time_budget="30s", cost_budget=2.0,
+                 experiment_dir=tmp_path / "a", broker_url=broker.url)
+    assert first.state == "finished", first.status
+    store_a = Store(tmp_path / "a", readonly=True)
+    a = {i["instance_id"]: i for i in store_a.instances()}
+    ended = store_a.experiment()["finished_at"]
+    warm = {iid for iid, i in a.items() if "kept_warm_until" in i["tags"]}
+    # Its idle VMs stayed up, moved out of the sweep (its cleanup left them), paid by it up to
+    # the deadline: the sweep's spend is its instances billed launch to deadline.
+    assert warm and set(_live_instances(aws)) == warm
+    assert {i["instance_id"] for i in _cloud_ls("elastune-warm")} == warm
+    for iid in warm:
+        until = float(a[iid]["tags"]["kept_warm_until"])
+        assert a[iid]["terminated_at"] == pytest.approx(until)
+        assert until == pytest.approx(ended + 60, abs=2)
+    bill_a = sum(billed(i["price_per_hour"], i["terminated_at"] - i["launched_at"], 60.0)
+                 for i in a.values())
+    assert first.spend_usd == pytest.approx(bill_a, abs=5e-4) and first.spend_usd <= 2.0
+
+    second = tune(_sweep(aws, trials=9), time_budget="30s", cost_budget=2.0,
+                  experiment_dir=tmp_path / "b", broker_url=broker.url)
+    assert second.state == "finished", second.status
+    store = Store(tmp_path / "b", readonly=True)
+    b = {i["instance_id"]: i for i in store.instances()}
+    taken = {iid for iid, i in b.items() if i["tags"].get("warm_from") == first.experiment_id}
+    # Taken up, not booted again: each VM ran its startup script once, and ran the second
+    # sweep's segments.
+    assert taken and taken <= warm, (
+        f"none taken up; the second sweep's first launch came "
+        f"{min(i['launched_at'] for i in b.values()) - ended:.1f} s after the first ended")
+    assert taken & {s["instance_id"] for s in store.segments() if s["state"] == "done"}
+    assert set(vms.vms) == set(a) | set(b)
+    # Billed once: the second sweep pays a taken VM only past the deadline the first paid up
+    # to (here none: it ended first, and gave the VMs back until that deadline).
+    for iid in taken:
+        paid = float(b[iid]["tags"]["paid_until"])
+        assert b[iid]["cost_usd"] == pytest.approx(
+            billed(b[iid]["price_per_hour"], b[iid]["terminated_at"] - paid, 0.0), abs=5e-4)
+    assert second.spend_usd == pytest.approx(sum(i["cost_usd"] for i in b.values()), abs=5e-4)
+    # Not taken up again, each warm VM leaves at its deadline: nothing stays up.
+    last = max(float(a[iid]["tags"]["kept_warm_until"]) for iid in warm)
+    _wait(lambda: not _live_instances(aws), last - time.time() + 30, "the warm VMs to go")
+    assert vms.wait_all_gone(30)
+    assert all(vms.vms[iid].powered_off for iid in warm)
+    assert not vms.errors
+
+
 def test_a_slow_gcp_launch_leaves_dispatch_and_the_cost_budget_running(tmp_path, monkeypatch):
     """Two VMs up, then one is lost and its replacement takes a minute to create: segments go
     on finishing on the VM that is up meanwhile, and the budget, which runs out during the

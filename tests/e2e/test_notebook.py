@@ -1,4 +1,5 @@
-"""A trainable defined in a notebook cell reaches the workers (as a code bundle, not a message)."""
+"""A trainable defined in a notebook cell reaches the workers (as a code bundle, not a message),
+and the sweep's live status shows in the cell's output, refreshed in place."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def test_tune_from_a_notebook(tmp_path):
     ]
     NotebookClient(nb, timeout=180, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT)}}).execute()
-    out = nb.cells[1].outputs[0]["text"].split()
-    assert out == ["finished", "6", "True"]
+    outputs = nb.cells[1].outputs
+    printed = "".join(o["text"] for o in outputs if o["output_type"] == "stream")
+    assert printed.split() == ["finished", "6", "True"]
     assert (exp / "code" / "trainable.pkl").exists()
+    # verbose unset in a notebook: the status, one output updated in place to the end
+    (status,) = [o for o in outputs if o["output_type"] == "display_data"]
+    html = status["data"]["text/html"]
+    assert "6 started" in html and "best score" in html and "USD" in html

@@ -744,6 +744,8 @@ def test_plans_of_absurd_sizes_are_planned(changes, tmp_path, capsys):
     ({"broker_url": "redis://:pw@[::1/0"}, "broker_url"),
     ({"broker_url": "redis://:p\x00w@localhost/0"}, "broker_url"),
     ({"observer": 5}, "observer"),
+    ({"verbose": 3}, "verbose"),
+    ({"verbose": "yes", "resume": True, "experiment_dir": "exp"}, "verbose"),
     ({"insecure_broker": "yes"}, "insecure_broker"),
     ({"name": "../x"}, "name"),
     ({"config": {**BASE, "provider": {"type": "local", "workers": 1025}}}, "provider.workers"),

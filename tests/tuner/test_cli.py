@@ -42,6 +42,8 @@ BAD = {
                                       "tests.trainables:nothing_here"), "trainable"),
     "malformed yaml": (GOOD.replace("space:\n", "space: [\n"), "config"),
     "negative budget": (GOOD.replace("cost: 1.0", "cost: -1.0"), "budget.cost"),
+    "unknown logger": (GOOD + "loggers: [mlflow, neptune]\n", "loggers[1]"),
+    "unknown logger option": (GOOD + "loggers: [{csv: {folder: out}}]\n", "loggers[0].csv.folder"),
     "negative time": (GOOD.replace("time: 2m", "time: -5s"), "budget.time"),
     "bad reduction factor": (GOOD.replace("reduction_factor: 3", "reduction_factor: 1"),
                              "scheduler.reduction_factor"),

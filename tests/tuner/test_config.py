@@ -934,3 +934,21 @@ def test_a_profile_from_an_experiment_and_a_measured_speedup_table_round_trip():
     again = load_sweep({**base, "profile": stored["profile"]})
     assert again.profile == cfg.profile
     assert "from" not in load_sweep(base).to_json_dict()["profile"]
+
+
+def test_keep_warm_is_a_duration_for_cloud_vms_only():
+    from tuner import load_sweep
+
+    sweep = {"trainable": "operator:add", "metric": "acc",
+             "space": {"lr": {"loguniform": [1e-4, 0.1]}}, "scheduler": {"max_resource": 9},
+             "budget": {"time": "10m"}}
+    aws = {"type": "aws", "storage": "s3://bucket-a/runs"}
+    assert load_sweep({**sweep, "provider": aws}).provider.keep_warm_s == 0.0
+    assert load_sweep({**sweep, "provider": {**aws, "keep_warm": 0}}).provider.keep_warm_s == 0
+    assert load_sweep({**sweep, "provider": {**aws, "keep_warm": "10m"}}
+                      ).provider.keep_warm_s == 600.0
+    for bad in ("soon", -5, True):
+        with pytest.raises(ConfigError, match=r"provider\.keep_warm"):
+            load_sweep({**sweep, "provider": {**aws, "keep_warm": bad}})
+    with pytest.raises(ConfigError, match=r"provider\.keep_warm.*cloud VMs"):
+        load_sweep({**sweep, "provider": {"type": "local", "keep_warm": "10m"}})

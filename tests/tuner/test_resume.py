@@ -179,6 +179,35 @@ def test_a_finished_sweep_is_extended_with_more_trials_and_budget(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_sweep_with_an_optuna_sampler_and_distributions_is_resumed_given_the_sampler(
+        tmp_path):
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    space = {"x": FloatDistribution(0.0, 1.0, step=0.05), "lr": FloatDistribution(
+        1e-4, 1e-1, log=True), "k": IntDistribution(1, 64, log=True),
+        "h": CategoricalDistribution([16, 32]), "sleep": 0.05}
+    exp = tmp_path / "exp"
+    small = {"type": "asha", "min_resource": 1, "max_resource": 3, "reduction_factor": 3}
+    first = tune(_sweep(space=space, num_trials=3, scheduler=small,
+                        sampler=optuna.samplers.RandomSampler(1)),
+                 time_budget="2m", cost_budget=1.0, experiment_dir=exp, verbose=0)
+    assert first.state == "finished"
+    with pytest.raises(ConfigError, match="sampler: the sweep ran with the Optuna sampler "
+                                          "optuna.samplers._random.RandomSampler"):
+        resume(exp, time_budget="4m", cost_budget=2.0, num_trials=5)
+    more = resume(exp, time_budget="4m", cost_budget=2.0, num_trials=5,
+                  sampler=optuna.samplers.TPESampler(seed=2))
+    assert more.state == "finished" and more.trials.shape[0] == 5
+    for _, row in more.trials.iterrows():
+        for name, dist in space.items():
+            if name != "sleep":
+                value = row[f"params.{name}"]
+                value = int(value) if isinstance(dist, IntDistribution) or name == "h" else value
+                assert dist._contains(dist.to_internal_repr(value)), (name, value)
+
+
+@pytest.mark.slow
 def test_a_trial_sampled_but_never_journaled_is_sampled_again_on_resume(tmp_path):
     # The controller died between recording a new trial and journaling its first job: the
     # scheduler never heard of it, so the resumed run forgets it and samples the slot again.

@@ -54,3 +54,29 @@ def test_a_controller_dying_before_the_journal_entry_leaves_the_segment_unfinish
     rungs = [e for e in store.journal() if e["kind"] == "rung"]
     assert len(rungs) == 4 and len(done) == 4     # the fifth: neither, not one without the other
     assert {s["trial_id"] for s in done} == {e["trial_id"] for e in rungs}
+
+
+def test_a_store_from_before_instance_tags_gains_the_column_when_opened(tmp_path):
+    import sqlite3
+
+    from worker.records import Instance, InstanceState
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE instances (instance_id TEXT PRIMARY KEY, provider TEXT NOT NULL,"
+        " instance_type TEXT NOT NULL, spot INTEGER NOT NULL, slots INTEGER NOT NULL,"
+        " price_per_hour REAL NOT NULL, state TEXT NOT NULL, launched_at REAL NOT NULL,"
+        " terminated_at REAL, cost_usd REAL, zone TEXT NOT NULL DEFAULT '',"
+        " preempted INTEGER NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO instances VALUES ('i-old','aws','g5',0,1,1.0,'running',0,"
+               "NULL,NULL,'',0)")
+    db.commit()
+    db.close()
+    assert Store(tmp_path / "old.db", readonly=True).instances()[0]["tags"] == {}
+    store = Store(path)
+    store.upsert_instance(Instance(instance_id="i-new", provider="aws", instance_type="g5",
+                                   price_per_hour=1.0, state=InstanceState.RUNNING,
+                                   launched_at=1.0, queue="i-new", tags={"a": "b"}), 0.5)
+    assert [(r["instance_id"], r["tags"]) for r in store.instances()] == [
+        ("i-old", {}), ("i-new", {"a": "b"})]

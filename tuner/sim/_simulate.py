@@ -143,6 +143,8 @@ def simulate(
     raise_errors: bool = True,
     oracle_scaling: ScalingPolicy | None = None,
     spot_traces: TraceReplay | None = None,
+    verbose: int | None = 0,
+    observer: Callable[[dict[str, Any]], None] | None = None,
     **overrides: Any,
 ) -> SimResult:
     """Run ``sweep`` in simulated time, its trials replaying ``curves`` (a :class:`CurveSet`).
@@ -163,8 +165,11 @@ def simulate(
     back failed, its store kept. ``oracle_scaling``: a scaling policy no sweep can name, in
     place of a ``provider.scaling: static`` sweep's fixed cluster (which it starts from): a
     benchmark's oracle, such as a cluster sized per stage in hindsight
-    (:class:`budgets.StageWorkers`). ``spot_traces``: spot capacity replayed from measured
-    traces (:class:`tuner.sim.TraceReplay`) in place of the preemption rate, over the sweep's
+    (:class:`budgets.StageWorkers`). ``verbose`` and ``observer`` are as for
+    :func:`tuner.tune` (its times simulated seconds), but ``verbose`` defaults to 0: a
+    benchmark runs many sweeps.
+    ``spot_traces``: spot capacity replayed from measured traces
+    (:class:`tuner.sim.TraceReplay`) in place of the preemption rate, over the sweep's
     ``provider.zones`` (every zone of the replay when it names none), each at its own spot
     price.
 
@@ -178,7 +183,12 @@ def simulate(
     """
     from tuner._build import Parts, build_controller, shaped
     from tuner._planning import plan_instance
+    from tuner._progress import Progress, check_verbose
 
+    check_verbose(verbose)
+    if observer is not None and not callable(observer):
+        raise ConfigError("observer", "expected a callable(status: dict) or None; got a "
+                          f"{type(observer).__name__}")
     spec = simulated_sweep(sweep, curves, seed=seed, **overrides)
     if oracle_scaling is not None and (spec.provider.follows_plan
                                        or spec.provider.scaling == "release-idle"):
@@ -213,14 +223,19 @@ def simulate(
     store.create_experiment(experiment_id, spec.name, spec.to_json_dict(), spec.metric,
                             spec.mode, spec.time_budget_s, spec.cost_budget_usd)
     settings = settings or SIM_SETTINGS
+    progress = Progress(verbose, f"simulated {experiment_id}", observer)
     parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
                   settings=settings, trainable="simulated",
-                  checkpoint_root=Path("/nonexistent"), instance_type=itype.name)
+                  checkpoint_root=Path("/nonexistent"), instance_type=itype.name,
+                  observer=progress.observer,
+                  experiment_dir=None if str(store_path) == ":memory:"
+                  else Path(store.path).parent)
     controller = build_controller(spec, plan, parts, experiment_id=experiment_id,
                                   chosen=chosen)
     if oracle_scaling is not None:
         controller.scaling = oracle_scaling
-    return run_to_end(controller, settings, raise_errors, provider, executor)
+    with progress:
+        return run_to_end(controller, settings, raise_errors, provider, executor)
 
 
 def simulated_sweep(sweep: Any, curves: Any, *, seed: int | None = None,

@@ -20,6 +20,7 @@ from worker.records._pool import (
 )
 from worker.records._segment import TIMEOUT_EXIT_CODE, Segment
 from worker.records._states import EndReason, ExperimentState, SegmentState, TrialState
+from worker.records._warm import follows_key, warm_until_key
 
 __all__ = [
     "ALIVE_EVERY_S",
@@ -40,7 +41,9 @@ __all__ = [
     "TrialState",
     "alive_key",
     "claims_key",
+    "follows_key",
     "members_key",
     "parse_event",
     "sweeps_key",
+    "warm_until_key",
 ]
