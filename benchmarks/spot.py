@@ -1,33 +1,43 @@
-"""What spot capacity saves, and what it risks, with the planner's deadline-safe policies.
+"""What spot capacity saves, and what it risks, replayed from measured spot-capacity traces.
 
 Same job, simulator and tasks as ``benchmarks/planner.py`` (synchronous SHA, eta 3, 81 trials,
-one 1-GPU type from the price book with its on-demand and spot prices, boot U(60, 180) s, step
-noise +-20 %, tasks discovered from ``--data`` and time-scaled as there), plus spot preemptions:
-each spot VM is taken back at ``--preemptions-per-hour`` (a Poisson process; a preempted
-segment loses its work since the last checkpoint, and the controller buys a replacement).
-Per task, seed and deadline (1.5x and 3x the makespan with one worker per trial, as measured
-there), four sweeps run through ``tuner.sim.simulate`` as a user writes them (AWS, that type,
-``profile.seconds_per_step`` the task's median step and ``profile.boot_s`` [60, 180]), each
-following the planner's plan, re-planned online, and differing only in ``provider.spot``:
+boot U(60, 180) s, step noise +-20 %, tasks discovered from ``--data`` and time-scaled as
+there), on GCP: the price book's cheapest 1-GPU machine type in ``--region`` (us-central1),
+on-demand at its catalog price everywhere, spot in each zone at the catalog spot price times
+the zone's trace price over the region's. Spot capacity is replayed from ``--traces`` (a folder
+laid out like ``../shared/data/spot_traces``; zones discovered from its files): per zone a
+launch gets what the trace's count leaves beside the VMs the sweep holds there, a zone whose
+count falls below what is held takes its youngest VMs back with GCE's 30 s notice, and each
+seed starts the trace at its own offset. A sweep is short beside the trace's spells (hours),
+so trace time runs ``compression`` times faster than the sweep's clock: the on-demand
+makespan covers ``--trace-hours`` of trace (printed per case).
 
-- ``on-demand``: every instance on-demand (``false``, the planner benchmark's policy);
-- ``spot``: every instance on spot (``true``), no fallback;
-- ``deadline-safe``: spot until the slack before the deadline could not absorb one more
-  preemption, then on-demand (``"deadline-safe"``, Can't Be Late's safety net);
-- ``exploratory``: the same, and the last rung's survivors on on-demand (``"exploratory"``).
+Per task, seed and deadline (1.5x and 3x the makespan with one worker per trial), sweeps run
+through ``tuner.sim.simulate`` as a user writes them (gcp, that type, ``provider.zones``,
+``provider.spot``; a cost budget of twice the on-demand run's spend, to count overruns),
+following the planner's plan, re-planned online:
 
-The spot policies plan with :attr:`SpotPolicy.margin` of the time left kept free. Printed per
-policy: the median cost over the on-demand run's (same case), the fraction of deadlines met (a
-sweep that *finished* by its deadline) and the preemptions seen.
+- ``on-demand``: ``spot: false``;
+- ``spot-1-zone``: ``spot: true`` in one zone, no fallback (each (task, seed) the next zone
+  whose spot price is below on-demand);
+- ``uniform-progress-1-zone``, ``uniform-progress``: Can't Be Late's Uniform Progress
+  (``spot: uniform-progress``) in that zone, and over every zone (cheapest first; the
+  summary's ``uniform_progress_*`` keys);
+- ``deadline-safe``, ``exploratory``, ``tuning-aware`` (elastune's default here): over every
+  zone.
 
-    python benchmarks/spot.py [--data DIR] [--quick] [--max-tasks 4] [--seeds 3]
-                              [--preemptions-per-hour 0.5] [--json]
+Printed per policy: the median cost over the on-demand run's (same case), the fraction of
+deadlines met (a sweep that *finished* by its deadline), preemptions and budget overruns.
+
+    python benchmarks/spot.py [--traces DIR] [--data DIR] [--quick] [--max-tasks 4]
+                              [--seeds 3] [--trace-hours 6] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -48,51 +58,104 @@ from benchmarks.planner import (  # noqa: E402
     BOOT,
     STEP_NOISE,
     Task,
-    one_gpu_type,
     select_tasks,
     sha_scheduler,
 )
-from budgets import InstanceType  # noqa: E402
-from tuner.sim import default_data_dir, load_curves, simulate  # noqa: E402
+from budgets import InstanceType, PriceBook  # noqa: E402
+from tuner.sim import (  # noqa: E402
+    SimFaults,
+    default_data_dir,
+    default_traces_dir,
+    load_curves,
+    load_spot_traces,
+    replay_for,
+    simulate,
+    zone_price_factors,
+)
 
 FACTORS = (1.5, 3.0)
-POLICIES = ("on-demand", "spot", "deadline-safe", "exploratory")
-SPOT = {"on-demand": False, "spot": True, "deadline-safe": "deadline-safe",
-        "exploratory": "exploratory"}
+DEFAULT_POLICY = "tuning-aware"
+# name: (provider.spot, every zone? else the seed's home zone)
+POLICIES: dict[str, tuple[bool | str, bool]] = {
+    "on-demand": (False, True),
+    "spot-1-zone": (True, False),
+    "uniform-progress-1-zone": ("uniform-progress", False),
+    "uniform-progress": ("uniform-progress", True),
+    "deadline-safe": ("deadline-safe", True),
+    "exploratory": ("exploratory", True),
+    "tuning-aware": ("tuning-aware", True),
+}
+# The summary's Uniform Progress: over the same zones as elastune's policies (the published
+# rule is for one zone; that run is in the table too).
+UP_BASELINE = "uniform-progress"
+NOTICE_S = 30.0       # GCE's preemption notice
+BUDGET_X = 2.0        # the spot runs' cost budget, times the on-demand run's spend
 # The makespan run has no deadline, and a sweep needs a budget: a cap it never reaches.
 NO_CAP_USD = 1e9
 
 
-def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
-                  rate: float) -> dict[str, Any]:
+def one_gpu_type(region: str) -> InstanceType:
+    """The price book's cheapest GCP 1-GPU machine type with a spot price in ``region``."""
+    return min((t for t in PriceBook().types("gcp", region, min_gpus=1)
+                if t.gpus == 1 and t.spot_per_hour is not None),
+               key=lambda t: t.on_demand_per_hour)
+
+
+def home_zones(traces: dict[str, Any], itype: InstanceType) -> list[str]:
+    """The zones a one-zone sweep may be given: those whose spot price is below on-demand
+    (nobody buys spot dearer than on-demand), all of them if none is."""
+    assert itype.spot_per_hour is not None
+    factors = zone_price_factors(traces, itype.region)
+    cheaper = [z for z in traces if itype.spot_per_hour * factors[z] < itype.on_demand_per_hour]
+    return cheaper or list(traces)
+
+
+def run_task_seed(data_dir: str, traces_dir: str, task: Task, seed: int, unit: int,
+                  itype: InstanceType, trace_hours: float,
+                  policies: list[str]) -> dict[str, Any]:
+    """Every case of one (task, seed); ``unit`` (its index) picks the one-zone runs' zone, in
+    turn over :func:`home_zones`."""
     t0 = time.perf_counter()
+    logging.getLogger("tuner").setLevel(logging.ERROR)   # (interruption notices: many)
     curves = load_curves(data_dir, task.name)
+    traces = load_spot_traces(traces_dir)
+    zones = list(traces)
+    homes = home_zones(traces, itype)
+    home = homes[unit % len(homes)]
     n = task.num_trials
-    provider = {"type": "aws", "region": itype.region, "instance_types": [itype.name],
+    provider = {"type": "gcp", "region": itype.region, "machine_types": [itype.name],
                 "billing_minimum_s": BILLING_MINIMUM_S}
-    # A trial that fails is not retried (max_failures 0), as in the planner benchmark's runs:
-    # a diverged curve replays its failure at the same step every time.
     sweep = {"scheduler": sha_scheduler(task), "num_trials": n, "provider": provider,
              "max_failures": 0,
              "profile": {"seconds_per_step": task.s_per_step, "boot_s": [BOOT.low, BOOT.high]}}
     world = dict(seed=seed, step_noise=STEP_NOISE, time_scale=task.time_scale)
     base = simulate({**sweep, "provider": {**provider, "scaling": "static", "workers": n}},
                     curves, **world, time_budget=None, cost_budget=NO_CAP_USD)
+    compression = max(1.0, trace_hours * 3600.0 / base.wall_s)
+    replay = replay_for(traces, None, seed=seed, compression=compression)
+    faults = SimFaults(spot_notice_s=NOTICE_S)
     cases = []
     for f in FACTORS:
         deadline = f * base.wall_s
         runs: dict[str, dict[str, Any]] = {}
-        for name in POLICIES:
-            r = simulate({**sweep, "provider": {**provider, "spot": SPOT[name]}}, curves,
-                         **world, preemptions_per_hour=rate, time_budget=deadline,
-                         cost_budget=None)
+        od_spend = None
+        for name in policies:
+            spot, everywhere = POLICIES[name]
+            budget = None if od_spend is None else BUDGET_X * od_spend
+            r = simulate({**sweep, "provider": {**provider, "spot": spot,
+                                                "zones": zones if everywhere else [home]}},
+                         curves, **world, spot_traces=replay, faults=faults,
+                         time_budget=deadline, cost_budget=budget, raise_errors=False)
+            if name == "on-demand":
+                od_spend = r.spend_usd
             instances = r.store.instances()
             runs[name] = {
                 "outcome": r.outcome.reason, "wall_s": r.wall_s, "spend_usd": r.spend_usd,
                 "met": r.outcome.reason == "done" and r.wall_s <= deadline,
-                "best_value": r.best_value,
+                "budget_respected": r.budget_respected, "best_value": r.best_value,
                 "instances": len(instances),
                 "spot_instances": sum(bool(i["spot"]) for i in instances),
+                "zones_used": len({i["zone"] for i in instances if i["spot"]}),
                 "preemptions": int(r.provider.fault_counts.get("preemptions", 0))
                 if r.provider else 0,
             }
@@ -100,66 +163,93 @@ def run_task_seed(data_dir: str, task: Task, seed: int, itype: InstanceType,
         for run in runs.values():
             run["cost_vs_on_demand"] = run["spend_usd"] / od if od > 0 else None
         cases.append({"task": task.name, "seed": seed, "factor": f, "deadline_s": deadline,
-                      "runs": runs})
+                      "home_zone": home, "offset_s": replay.offset_s,
+                      "compression": compression, "runs": runs})
     return {"task": task.name, "seed": seed, "cases": cases,
             "elapsed_s": time.perf_counter() - t0}
 
 
-def summarise(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"cases": len(cases)}
-    for name in POLICIES:
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def summarise(cases: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    per: dict[str, Any] = {}
+    for name in policies:
         runs = [c["runs"][name] for c in cases]
-        ratios = [r["cost_vs_on_demand"] for r in runs if r["cost_vs_on_demand"] is not None]
         by_factor = {}
         for f in FACTORS:
             sub = [c["runs"][name] for c in cases if c["factor"] == f]
-            rs = [r["cost_vs_on_demand"] for r in sub if r["cost_vs_on_demand"] is not None]
             by_factor[f"{f:g}"] = {
-                "cost_vs_on_demand_median": statistics.median(rs) if rs else None,
+                "cost_vs_on_demand_median": _median(
+                    [r["cost_vs_on_demand"] for r in sub if r["cost_vs_on_demand"] is not None]),
                 "deadline_met_frac": sum(r["met"] for r in sub) / len(sub) if sub else None}
-        out[name] = {
-            "cost_vs_on_demand_median": statistics.median(ratios) if ratios else None,
+        per[name] = {
             "deadline_met_frac": sum(r["met"] for r in runs) / len(runs) if runs else None,
             "preemptions": sum(r["preemptions"] for r in runs),
+            "budget_overruns": sum(not r["budget_respected"] for r in runs),
             "by_deadline": by_factor,
         }
-    return out
+    d, up = per[DEFAULT_POLICY], per[UP_BASELINE]
+    return {
+        "cost_ratio_vs_on_demand_median_by_deadline": {
+            k: v["cost_vs_on_demand_median"] for k, v in d["by_deadline"].items()},
+        "uniform_progress_cost_ratio_vs_on_demand_median_by_deadline": {
+            k: v["cost_vs_on_demand_median"] for k, v in up["by_deadline"].items()},
+        "deadline_met_frac": d["deadline_met_frac"],
+        "uniform_progress_deadline_met_frac": up["deadline_met_frac"],
+        "uniform_progress_1_zone_cost_ratio_vs_on_demand_median_by_deadline": {
+            k: v["cost_vs_on_demand_median"]
+            for k, v in per["uniform-progress-1-zone"]["by_deadline"].items()}
+        if "uniform-progress-1-zone" in per else None,
+        "budget_overruns": d["budget_overruns"],
+        "cases": len(cases),
+        "default_policy": DEFAULT_POLICY,
+        "policies": per,
+    }
 
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
-    t = Table(title="Spot policies against on-demand (same planner, same cases)")
+def summary_table(summary: dict[str, Any], policies: list[str]) -> Table:
+    t = Table(title="Spot policies on replayed capacity against on-demand (same cases)")
     t.add_column("policy")
     for f in FACTORS:
         t.add_column(f"cost/on-demand @{f:g}x", justify="right")
         t.add_column(f"met @{f:g}x", justify="right")
-    t.add_column("cost/on-demand", justify="right")
-    t.add_column("met", justify="right")
     t.add_column("preemptions", justify="right")
-    for name in POLICIES:
-        s = summary[name]
+    t.add_column("overruns", justify="right")
+    for name in policies:
+        s = summary["policies"][name]
         cells = []
         for f in FACTORS:
             b = s["by_deadline"][f"{f:g}"]
             cells += [_fmt(b["cost_vs_on_demand_median"]), _fmt(b["deadline_met_frac"])]
-        t.add_row(name, *cells, _fmt(s["cost_vs_on_demand_median"]),
-                  _fmt(s["deadline_met_frac"]), str(s["preemptions"]))
+        label = name + (" (default)" if name == DEFAULT_POLICY else "")
+        t.add_row(label, *cells, str(s["preemptions"]), str(s["budget_overruns"]))
     return t
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--traces", type=Path, default=None,
+                    help="spot-trace folder (default: ../shared/data/spot_traces if present, "
+                         "else the sample)")
     ap.add_argument("--data", type=Path, default=None,
                     help="curve directory (default: ../shared/data if present, else the sample)")
     ap.add_argument("--quick", action="store_true", help="1 task per set, 1 seed")
     ap.add_argument("--max-tasks", type=int, default=None,
                     help="at most this many tasks, round-robin over sets (default 4)")
     ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
-    ap.add_argument("--preemptions-per-hour", type=float, default=0.5,
-                    help="rate at which each spot VM is taken back (default 0.5)")
+    ap.add_argument("--trace-hours", type=float, default=6.0,
+                    help="hours of trace the on-demand makespan covers (default 6)")
+    ap.add_argument("--region", default="us-central1",
+                    help="the catalog region of the machine type and its prices")
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help="comma-separated subset of the policies (on-demand, "
+                         f"{UP_BASELINE} and {DEFAULT_POLICY} always run)")
     ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                     help="worker processes (default: min(4, CPUs))")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -168,9 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             ap.error(f"--{name.replace('_', '-')} is {v}, but must be >= 1")
-    rate = args.preemptions_per_hour
-    if not (rate >= 0 and rate < float("inf")):
-        ap.error(f"--preemptions-per-hour is {rate}, but must be a finite number >= 0")
+    hours = args.trace_hours
+    if not (hours > 0 and hours < float("inf")):
+        ap.error(f"--trace-hours is {hours}, but must be a finite number > 0")
+    asked = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in asked if p not in POLICIES]
+    if unknown:
+        ap.error(f"--policies names {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    policies = [p for p in POLICIES
+                if p in asked or p in ("on-demand", UP_BASELINE, DEFAULT_POLICY)]
+    traces_dir = args.traces if args.traces is not None else default_traces_dir()
+    try:
+        zones = list(load_spot_traces(traces_dir))
+    except (OSError, ValueError) as exc:
+        ap.error(f"--traces {str(traces_dir)!r}: {exc}")
     data_dir = args.data if args.data is not None else default_data_dir()
     if not data_dir.is_dir():
         ap.error(f"--data {str(data_dir)!r} is not a directory")
@@ -188,15 +289,21 @@ def main(argv: list[str] | None = None) -> int:
     if not tasks:
         err.print(f"no usable task in {data_dir}")
         return 1
-    itype = one_gpu_type()
-    out.print(f"data: {data_dir}; {len(tasks)} task(s) x {seeds} seed(s) x {len(FACTORS)} "
-              f"deadlines; {itype.name} at ${itype.on_demand_per_hour:.3f}/h on demand, "
-              f"${itype.spot_per_hour:.3f}/h spot; {rate:g} preemptions per spot VM-hour")
+    try:
+        itype = one_gpu_type(args.region)
+    except ValueError:
+        ap.error(f"--region {args.region!r}: no priced GCP 1-GPU type with a spot price there")
+    out.print(f"data: {data_dir}; traces: {traces_dir} ({len(zones)} zones); {len(tasks)} "
+              f"task(s) x {seeds} seed(s) x {len(FACTORS)} deadlines; {itype.name} at "
+              f"${itype.on_demand_per_hour:.3f}/h on demand, ${itype.spot_per_hour:.3f}/h spot "
+              f"in {itype.region}; trace time compressed so that the on-demand makespan covers "
+              f"{hours:g} trace hours")
     units = [(t, s) for t in tasks for s in range(seeds)]
     results: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(units)))) as pool:
-        futures = {pool.submit(run_task_seed, str(data_dir), t, s, itype, rate): (t, s)
-                   for t, s in units}
+        futures = {pool.submit(run_task_seed, str(data_dir), str(traces_dir), t, s, k, itype,
+                               hours, policies): (t, s)
+                   for k, (t, s) in enumerate(units)}
         for i, fut in enumerate(as_completed(futures), 1):
             results.append(fut.result())
             t, s = futures[fut]
@@ -205,16 +312,21 @@ def main(argv: list[str] | None = None) -> int:
     order = {(t.name, s): i for i, (t, s) in enumerate(units)}
     results.sort(key=lambda r: order[(r["task"], r["seed"])])
     cases = [c for r in results for c in r["cases"]]
-    summary = summarise(cases)
+    summary = summarise(cases, policies)
     wall = time.perf_counter() - started
     if args.json:
         print(json.dumps({"summary": summary, "details": {
-            "data_dir": str(data_dir), "seeds": seeds, "preemptions_per_hour": rate,
-            "deadline_factors": list(FACTORS), "policies": list(POLICIES),
+            "data_dir": str(data_dir), "traces_dir": str(traces_dir), "zones": zones,
+            "seeds": seeds, "trace_hours": hours, "instance_type": itype.name,
+            "notice_s": NOTICE_S, "deadline_factors": list(FACTORS), "policies": policies,
             "tasks": [t.name for t in tasks], "wall_s": wall, "cases": cases}}))
     else:
-        out.print(summary_table(summary))
-        out.print(f"{len(cases)} cases x {len(POLICIES)} policies in {wall:.1f} s")
+        for c in cases:
+            out.print(f"[dim]{c['task']} seed {c['seed']} @{c['factor']:g}x: home zone "
+                      f"{c['home_zone']}, trace offset {c['offset_s'] / 3600:.1f} h, "
+                      f"compression {c['compression']:.1f}x[/]")
+        out.print(summary_table(summary, policies))
+        out.print(f"{len(cases)} cases x {len(policies)} policies in {wall:.1f} s")
     return 0
 
 

@@ -18,6 +18,7 @@ from cloud._provider import (
     QuotaError,
     Retaggable,
     ThrottledError,
+    ZonedSpot,
 )
 from cloud._warm import TAKE_MARGIN_S, WARM_EXPERIMENT, WarmPool, WarmVm, warm_scope
 
@@ -45,6 +46,7 @@ __all__ = [
     "WARM_EXPERIMENT",
     "WarmPool",
     "WarmVm",
+    "ZonedSpot",
     "reconcile",
     "secret_uri",
     "startup_script",

@@ -58,6 +58,21 @@ class Bootstrap:
     env: Mapping[str, str] = field(default_factory=dict)  # extra non-secret environment
 
 
+@runtime_checkable
+class ZonedSpot(Protocol):
+    """A provider that offers spot capacity in ``zones``, each at its own spot price; its spot
+    launches walk the zones a spot policy prefers, in that order
+    (:meth:`budgets.SpotPolicy.zone_order`)."""
+
+    zones: list[str]
+
+    def spot_price_in(self, zone: str, instance_type: str) -> float: ...
+
+    def price_per_hour(self, instance_type: str, spot: bool = False) -> float: ...
+
+    def prefer_zones(self, zones: Sequence[str]) -> None: ...
+
+
 class Provider(Protocol):
     name: str
     # True where launch() waits on a remote cloud (seconds to minutes per VM): the controller

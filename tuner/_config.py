@@ -243,8 +243,11 @@ class ProviderConfig(_Section):
     machine_types: list[str] | None = Field(None, min_length=1, strict=True)
     # false: on-demand; true: every instance on spot; "deadline-safe": spot until the slack
     # before the time budget could not absorb one more preemption, then on-demand;
-    # "exploratory": the same, and the last rung's survivors on on-demand.
-    spot: StrictBool | Literal["deadline-safe", "exploratory"] = False
+    # "exploratory": the same, and the last rung's survivors on on-demand; "tuning-aware":
+    # the safety net asked again at each rung boundary, zones walked by price and recent
+    # preemptions; "uniform-progress": Can't Be Late's rule (a baseline).
+    spot: StrictBool | Literal["deadline-safe", "exploratory", "tuning-aware",
+                               "uniform-progress"] = False
     # static: a fixed cluster of ``workers``; plan: follow the budget-aware planner's plan
     # (re-planned as timings arrive), with ``workers`` as a cap on local machines;
     # release-idle: start ``workers``, let each go while the scheduler has no job for it and

@@ -257,6 +257,13 @@ class Controller:
         while not state.budget_blocked:
             inst = self.cluster.free_instance(slots_needed, spot_ok)
             if inst is None:
+                staged = self.journaled.staged
+                if not spot_ok and staged is not None and staged.handed_out() \
+                        and not state.starved:
+                    # A segment ended on a spot instance the market turned from: no job
+                    # asked for it, yet the stage has none to give (counting one queued, the
+                    # scaling policy would launch the stage's count, then let it go).
+                    state.starved = True
                 state.queued = not state.starved
                 return
             if self.deadline_policy is not None and not state.admission_closed:
@@ -341,19 +348,24 @@ class Controller:
         """Follow the scaling policy's target: launch, drain, terminate (never mid-segment)."""
         assert self.scaling is not None
         state, cluster = self.state, self.cluster
+        on_demand_now = self.spec.spot_policy is not None and not self.plans.spot_now(now)
         live = cluster.live()
+        if on_demand_now:
+            # Spot instances finish what they run and go: the policy sizes the on-demand
+            # cluster that replaces them (counting them, it would launch one on-demand
+            # instance per spot one at every tick while jobs queue).
+            live = [i for i in live if not cluster.instances[i].spot]
         busy = {run.instance_id for run in state.running.values()}
         # Launches under way count as booting instances: the policy sees the cluster as it will
         # be, and reconcile asks for no instance twice.
-        view = ScaleView(now=now, live=len(live) + cluster.in_flight(),
+        view = ScaleView(now=now, live=len(live) + len(cluster.launcher.coming(on_demand_now)),
                          busy=len(busy & set(live)), starved=state.starved,
                          queued=state.queued, stage=state.stage,
                          elapsed_s=now - state.started_at,
                          next_work_s=self.plans.next_work_s(now),
                          cuts_stages=self.plans.cuts_stages)
         target = self.scaling.target(view)
-        cluster.follow(target, now, on_demand_now=(self.spec.spot_policy is not None
-                                                   and not self.plans.spot_now(now)))
+        cluster.follow(target, now, on_demand_now=on_demand_now)
 
     # -- the end ----------------------------------------------------------------------------
     def _shutdown(self, outcome_state: ExperimentState, reason: EndReason,

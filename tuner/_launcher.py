@@ -51,6 +51,10 @@ class Launcher:
         self._backlog = 0
         self._retry_at = math.inf
         self._backoff_s = 10.0
+        # When a spot launch last found no capacity anywhere (the spot policy's "no spot").
+        self.spot_refused_at = -math.inf
+        self._refused_spot = False    # the market of the last launch that failed ...
+        self._refused_until = -math.inf   # ... and the end of its back-off
 
     def in_flight(self) -> int:
         """Instances asked for whose launch has not returned yet."""
@@ -78,6 +82,11 @@ class Launcher:
         fitting is an error)."""
         now = self.clock.now()
         spot = self._market(now)
+        if not required and now < self._refused_until and spot == self._refused_spot:
+            # That market had no capacity moments ago: wait out the back-off (retry asks
+            # again) rather than ask the cloud at every tick.
+            self._backlog = max(self._backlog, count)
+            return
         price = self.provider.price_per_hour(self.spec.instance_type, spot)
         affordable = 0
         # What is committed counts every running instance until it could be stopped (the
@@ -112,16 +121,21 @@ class Launcher:
         try:
             launched = self.provider.launch(affordable, self.spec.instance_type, spot,
                                             tags=tags)
-        except (CapacityError, QuotaError, ThrottledError):
-            self._launch_failed(affordable, now)
+        except (CapacityError, QuotaError, ThrottledError) as exc:
+            self._launch_failed(affordable, now, spot, isinstance(exc, CapacityError))
             return
         self._launched(launched)
 
-    def _launch_failed(self, count: int, now: float) -> None:
+    def _launch_failed(self, count: int, now: float, spot: bool, capacity: bool) -> None:
         # No capacity or quota now (the provider has tried its other types and zones), or
         # the cloud throttles us: try again later, backing off, while the deadline allows.
-        self._backlog += count
-        self._retry_at = now + self._backoff_s
+        if spot and capacity:
+            self.spot_refused_at = now
+        self._refused_spot = spot
+        # What is still wanted, not the sum of every try: the scaling policy asks again for
+        # what it lacks, and a backlog summed over its tries would launch them all at once.
+        self._backlog = max(self._backlog, count)
+        self._retry_at = self._refused_until = now + self._backoff_s
         self._backoff_s = min(self._backoff_s * 2, 300.0)
 
     def _launched(self, launched: list[Instance]) -> None:
@@ -139,8 +153,9 @@ class Launcher:
             self.ledger.settle(key)
             try:
                 launched = launch.future.result()
-            except (CapacityError, QuotaError, ThrottledError):
-                self._launch_failed(launch.count, now)
+            except (CapacityError, QuotaError, ThrottledError) as exc:
+                self._launch_failed(launch.count, now, launch.spot,
+                                    isinstance(exc, CapacityError))
                 continue
             self._launched(launched)
 

@@ -23,9 +23,11 @@ from budgets import (
     Replanning,
     ReplanView,
     ScalingPolicy,
+    SpotPolicy,
     fit_segment_times,
     slowest_first,
 )
+from cloud import ZonedSpot
 from tuner._executor import Executor
 from tuner._journaled import JournaledScheduler
 from tuner._run_spec import RunSpec, Settings
@@ -52,6 +54,9 @@ OVERDUE_AGAIN = 0.5
 # an idle worker spends the budget that buys trials and promotions; chosen on the planner
 # benchmark: docs/benchmarks/tuning-log.md#overdue-again-budget
 OVERDUE_AGAIN_BUDGET = 2.0
+# A spot launch that found no capacity this recently means "no spot now" to the spot policy
+# (the launcher's longest back-off between tries).
+SPOT_SHORT_S = 300.0
 # The store's meta key of the re-planner's calibration (``Replanner.calibration``).
 CALIBRATION_KEY = "replanner_calibration"
 
@@ -85,6 +90,7 @@ class PlanFollowing:
         self._overdue_checked = -math.inf  # when running segments were last compared
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._ordered: tuple[int, int] | None = None   # (bracket's first trial, stage) ordered
+        self._lost_since: Plan | None = None   # the plan lost work is counted against
 
     @property
     def cuts_stages(self) -> bool:
@@ -235,7 +241,12 @@ class PlanFollowing:
         restart = boot = 0.0
         last_start: float | None = None
         if isinstance(plan, Plan):
+            if plan is not self._lost_since:
+                # A new plan counts what is left as it is now.
+                self._lost_since, self.state.lost_work_s = plan, 0.0
             remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
+            # Work lost since (preempted segments) runs again: the rest is that much longer.
+            remaining += self.state.lost_work_s
             boot = restart = float(plan.inputs.get("boot_s") or 0.0)
             last = next((r for r in plan.rungs if r.rung == len(rungs) - 1), None)
             last_start = None if last is None else last.start_s
@@ -247,9 +258,30 @@ class PlanFollowing:
                 restart += max(0.0, rung.end_s - rung.start_s) / max(1, waves)
         state = self.state
         deadline = None if math.isinf(state.deadline) else state.deadline - state.started_at
-        return policy.spot(stage=stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
+        # No spot anywhere lately: a spot launch failed within the launcher's longest wait.
+        short = now - self.cluster.launcher.spot_refused_at <= SPOT_SHORT_S
+        spot = policy.spot(stage=stage, last_stage=len(rungs) - 1, elapsed_s=elapsed,
                            deadline_s=deadline, remaining_s=remaining, restart_s=restart,
-                           last_start_s=last_start, boot_s=boot)
+                           last_start_s=last_start, boot_s=boot, spot_short=short)
+        provider = self.cluster.provider
+        if spot and isinstance(provider, ZonedSpot) and len(provider.zones) > 1:
+            self._order_zones(policy, provider, now, final=stage >= len(rungs) - 1)
+        return spot
+
+    def _order_zones(self, policy: SpotPolicy, provider: ZonedSpot, now: float, *,
+                     final: bool) -> None:
+        """Have the provider walk its zones in the policy's order, given where this sweep's
+        spot VMs were taken back."""
+        taken: dict[str, list[float]] = {}
+        for inst in self.cluster.instances.values():
+            if inst.preempted and inst.zone:
+                end = inst.terminated_at if inst.terminated_at is not None else now
+                taken.setdefault(inst.zone, []).append(end - self.state.started_at)
+        itype = self.spec.instance_type
+        prices = {z: provider.spot_price_in(z, itype) for z in provider.zones}
+        provider.prefer_zones(policy.zone_order(
+            prices, taken, now - self.state.started_at, final=final,
+            on_demand=provider.price_per_hour(itype, False)))
 
     def replan(self, now: float) -> None:
         """Ask the re-planner for a new plan at a rung boundary, or when the observed seconds

@@ -261,6 +261,11 @@ class Segments:
         training resumes from its last checkpoint, so what the segment reported after it is
         superseded by the re-run."""
         run = self.state.running.pop(seg_id)
+        # Its job is offered again: work to hand out (a sweep left starved here would ask
+        # for no instance to run it, and wait for nothing until its deadline).
+        self.state.starved = False
+        if run.started_at is not None:
+            self.state.lost_work_s += max(0.0, now - run.started_at)
         self.executor.revoke([seg_id])
         self.state.evacuating.discard(seg_id)
         self.state.widening.discard(seg_id)

@@ -63,6 +63,9 @@ class SweepState:
     cut: set[str] = field(default_factory=set)         # pruned from a stage while training
     widening: set[str] = field(default_factory=set)    # stopped to re-run on more GPUs
     evacuating: set[str] = field(default_factory=set)  # stopped ahead of a spot interruption
+    # Seconds of segments lost to the infrastructure (preempted, lost, stale) since the plan
+    # was made: re-run from their checkpoints, so the rest takes that much longer than it says.
+    lost_work_s: float = 0.0
 
     def nothing_running(self) -> bool:
         """No segment runs that the sweep still waits for (those of trials cut from their

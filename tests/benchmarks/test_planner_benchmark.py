@@ -103,33 +103,6 @@ def test_planner_benchmark_quick_json():
             assert 0 < value <= by_deadline[key] + 1e-9, key
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.slow
-def test_spot_benchmark_quick_json():
-    proc = subprocess.run(
-        [sys.executable, "benchmarks/spot.py", "--data", str(SAMPLE_DIR), "--quick",
-         "--preemptions-per-hour", "2", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=110)
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    summary, details = doc["summary"], doc["details"]
-    assert set(details["policies"]) == {"on-demand", "spot", "deadline-safe", "exploratory"}
-    assert summary["cases"] == len(details["cases"]) >= 2
-    assert summary["on-demand"]["cost_vs_on_demand_median"] == pytest.approx(1.0)
-    assert summary["on-demand"]["preemptions"] == 0
-    for case in details["cases"]:
-        runs = case["runs"]
-        assert runs["on-demand"]["spot_instances"] == 0
-        assert runs["spot"]["spot_instances"] == runs["spot"]["instances"] > 0
-        # Every run is the real controller's: it spent money and ended for a reason.
-        assert all(r["spend_usd"] > 0 and r["outcome"] for r in runs.values())
-    # Spot at 0.4x the price: all-spot runs cost less than on-demand ones.
-    assert summary["spot"]["cost_vs_on_demand_median"] < 1.0
-    proc = subprocess.run([sys.executable, "benchmarks/spot.py", "--preemptions-per-hour", "-1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--preemptions-per-hour" in proc.stderr
-
-
 def test_the_shaped_profile_is_the_sets_own_step_costs():
     import importlib.util
 

@@ -188,3 +188,109 @@ def test_a_cloud_sweep_with_a_policy_plans_on_demand_with_slack_and_needs_spot_p
                       "spot_per_hour\naws,g4dn.xlarge,T4,1,4,16,us-east-1,0.526,\n")
     with pytest.raises(ConfigError, match="provider.spot"):
         instance_types_for(sweep, PriceBook(prices, shipped=False))
+
+
+# -- Uniform Progress (Can't Be Late, Wu et al., NSDI '24) on a hand-made trace --------------
+def up(policy: SpotPolicy, t: float, remaining: float, spot_there: bool, *, work=100.0,
+       deadline=200.0, d=5.0) -> bool:
+    return policy.spot(stage=0, last_stage=0, elapsed_s=t, deadline_s=deadline,
+                       remaining_s=remaining, restart_s=d, spot_short=not spot_there)
+
+
+def test_uniform_progress_follows_the_papers_rules():
+    p = SpotPolicy("uniform-progress")
+    assert p.safety == 2.0                              # its safety net keeps 2d
+    assert up(p, 0.0, 100.0, True)                      # C0 = 100 s, line ep(t) = t / 2
+    # Behind the line (done 10 < ep(40) = 20) but spot is there: take it (taking risks).
+    assert up(p, 40.0, 90.0, True)
+    # Ahead of the line with no spot: wait for it (spot wanted, none bought on-demand).
+    assert up(p, 30.0, 80.0, False) and not p.catching_up
+    # Behind with no spot: on-demand ...
+    assert not up(p, 60.0, 85.0, False) and p.catching_up
+    # ... kept while spot is back, until cp(t) >= ep(t + 2d) (hysteresis): at t = 80,
+    # ep(90) = 45: 40 done is not enough, 46 is.
+    assert not up(p, 80.0, 60.0, True)
+    assert up(p, 80.0, 54.0, True) and not p.catching_up
+    # The safety net: time left (200 - 150) under the remaining work plus 2d (45 + 10).
+    assert not up(p, 150.0, 45.0, True) and p.fallen_back
+    assert not up(p, 160.0, 1.0, True)                  # for good
+
+
+def test_uniform_progress_meets_its_deadline_on_a_trace_with_a_long_outage():
+    # One job of 100 s, deadline 160 s, changeover d = 2 s; spot is there for 30 s, gone for
+    # 60 s (a zone's outage), back for good. Spot costs 0.3, on-demand 1 per second.
+    trace = [True] * 30 + [False] * 60 + [True] * 200
+    p = SpotPolicy("uniform-progress")
+    done, cost, market, pause, t = 0.0, 0.0, None, 0.0, 0
+    used = set()
+    while done < 100.0 and t < 160:
+        want = up(p, float(t), 100.0 - done, trace[t], deadline=160.0, d=2.0)
+        now = "spot" if want and trace[t] else None if want else "od"
+        if now != market and now is not None:
+            pause = 2.0                                  # a changeover costs d
+        market = now
+        if market is not None:
+            used.add(market)
+            cost += 0.3 if market == "spot" else 1.0
+            if pause > 0:
+                pause -= 1.0
+            else:
+                done += 1.0
+        t += 1
+    assert done >= 100.0 and t <= 160                   # the deadline is met
+    assert used == {"spot", "od"}                       # on-demand only to catch up
+    assert cost < 100.0                                 # cheaper than on-demand throughout
+
+
+def test_tuning_aware_asks_the_safety_net_again_at_each_rung_boundary():
+    p = SpotPolicy("tuning-aware")
+    # Stage 1: a long segment's restart (900 s) no longer fits in 500 s of slack.
+    assert not decide(p, stage=1, elapsed_s=1000.0, remaining_s=3500.0, restart_s=900.0)
+    assert not decide(p, stage=1, elapsed_s=1100.0, remaining_s=100.0)   # that rung: stays
+    # The next rung starts from checkpoints anyway: its short segments fit the slack.
+    assert decide(p, stage=2, elapsed_s=2000.0, remaining_s=2000.0, restart_s=300.0)
+    # deadline-safe stays on-demand for good
+    q = SpotPolicy("deadline-safe")
+    assert not decide(q, stage=1, elapsed_s=1000.0, remaining_s=3500.0, restart_s=900.0)
+    assert not decide(q, stage=2, elapsed_s=2000.0, remaining_s=2000.0, restart_s=300.0)
+
+
+def test_zones_are_walked_by_price_without_recent_preemptions_nor_dearer_than_on_demand():
+    prices = {"a": 1.0, "b": 2.0, "c": 1.5, "d": 5.0}
+    taken = {"a": [900.0], "b": [10.0, 20.0]}
+    aware = SpotPolicy("tuning-aware")
+    # a zone that took a VM back lately is left out while another is left
+    assert aware.zone_order(prices, taken, 2000.0, on_demand=3.0) == ["c", "b"]
+    assert aware.zone_order(prices, taken, 1000.0, on_demand=3.0) == ["c"]
+    assert aware.zone_order({"a": 1.0}, taken, 1000.0) == ["a"]
+    # the last rung: the zones that took fewest VMs back in all, then by price
+    assert aware.zone_order(prices, taken, 1000.0, final=True, on_demand=3.0) == ["c", "a", "b"]
+    # Uniform Progress over several zones: cheapest first
+    assert SpotPolicy("uniform-progress").zone_order(prices, taken, 1000.0) == ["a", "c", "b",
+                                                                               "d"]
+    assert aware.zone_order({"d": 5.0}, {}, 0.0, on_demand=3.0) == ["d"]   # none cheaper: all
+
+
+@pytest.mark.slow
+def test_turning_to_on_demand_replaces_the_spot_cluster_once_not_at_every_tick():
+    """The safety net trips mid-sweep: the on-demand cluster that replaces the spot one is
+    sized by the plan (before, each tick while jobs queued launched one on-demand instance
+    per leaving spot one, and a segment ending on a leaving spot instance counted as a queued
+    job: 59 on-demand instances where the on-demand run rents 8)."""
+    from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
+
+    curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
+
+    def run(spot):
+        sweep = {"scheduler": {"type": "sha", "min_resource": 1, "max_resource": 9},
+                 "num_trials": 27,
+                 "provider": {"type": "aws", "instance_types": ["g4dn.xlarge"], "spot": spot},
+                 "profile": {"seconds_per_step": 60.0, "boot_s": [60, 180]}}
+        return simulate(sweep, curves, seed=2, preemptions_per_hour=1.0, time_budget=9000.0,
+                        cost_budget=None)
+
+    on_demand, safe = run(False), run("deadline-safe")
+    bought = [i for i in safe.store.instances() if not i["spot"]]
+    assert bought, "the safety net did not trip"
+    assert len(bought) <= 2 * len(on_demand.store.instances())
+    assert safe.spend_usd < on_demand.spend_usd

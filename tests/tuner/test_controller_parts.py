@@ -218,6 +218,42 @@ def test_the_launcher_backs_off_while_the_cloud_has_no_capacity_then_launches(tm
     assert not launcher.busy()                   # (an inline provider: no launcher thread)
 
 
+def test_the_launcher_keeps_what_is_still_wanted_and_backs_off_only_that_market(tmp_path):
+    from tuner._launcher import Launcher
+
+    clock = SimClock()
+    provider = SimProvider(clock, capacity_outages=[(0.0, 25.0)])
+    spec = RunSpec(experiment_id="e", trainable="simulated", metric="acc", mode="max",
+                   workers=0, gpus_per_trial=1, time_budget_s=None, cost_budget_usd=None,
+                   checkpoint_root="/nonexistent", instance_type="sim-gpu")
+    got: list[str] = []
+    market = {"spot": False}
+    launcher = Launcher(spec, SIM_SETTINGS, provider=provider, ledger=Ledger(None), clock=clock,
+                        market=lambda now: market["spot"],
+                        launched=lambda insts: got.extend(i.instance_id for i in insts))
+    launcher.launch(3, required=False)           # no capacity
+    assert provider.fault_counts["capacity_errors"] == 1
+    for t in (1.0, 2.0, 3.0):                    # the scaling policy asks again each tick:
+        clock.advance_to(t)                      # backing off, the cloud is not asked
+        launcher.launch(3, required=False)
+    assert provider.fault_counts["capacity_errors"] == 1 and not got
+    clock.advance_to(30.0)
+    launcher.retry(30.0)
+    assert len(got) == 3                         # what was wanted, not 4 tries of 3
+    # A spot launch that found no capacity is what a spot policy reads as "no spot" ...
+    provider2 = SimProvider(clock, capacity_outages=[(30.0, 100.0)])
+    market["spot"] = True
+    launcher2 = Launcher(spec, SIM_SETTINGS, provider=provider2, ledger=Ledger(None),
+                         clock=clock, market=lambda now: market["spot"],
+                         launched=lambda insts: got.extend(i.instance_id for i in insts))
+    launcher2.launch(1, required=False)
+    assert launcher2.spot_refused_at == 30.0
+    # ... and the back-off holds that market only: on-demand is asked at once.
+    market["spot"] = False
+    launcher2.launch(1, required=False)
+    assert provider2.fault_counts["capacity_errors"] == 2
+
+
 def test_a_resumed_pool_sweep_takes_up_the_pools_members_without_billing_them(tmp_path):
     from cloud import PoolProvider
     from worker import EmbeddedRedis

@@ -27,6 +27,15 @@ from tuner.sim._simulate import (
     simulate,
     simulated_sweep,
 )
+from tuner.sim._spot_trace import (
+    SAMPLE_TRACES,
+    TraceReplay,
+    ZoneTrace,
+    default_traces_dir,
+    load_spot_traces,
+    replay_for,
+    zone_price_factors,
+)
 from tuner.sim._wired import simulate_wired
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "Hyperparameter",
     "NearestConfig",
     "SAMPLE_DIR",
+    "SAMPLE_TRACES",
     "SIM_SETTINGS",
     "CurveSet",
     "SimExecutor",
@@ -42,14 +52,20 @@ __all__ = [
     "SimProvider",
     "SimResult",
     "TimeSource",
+    "TraceReplay",
+    "ZoneTrace",
     "default_data_dir",
+    "default_traces_dir",
     "discover",
     "hyperparameters",
     "load_curves",
     "recorded_space",
+    "load_spot_traces",
+    "replay_for",
     "settings_grace",
     "simulate",
     "simulated_sweep",
     "simulate_wired",
     "uniform_boot",
+    "zone_price_factors",
 ]

@@ -11,6 +11,13 @@ preemption storms (at a moment, each live spot VM is taken back with some probab
 failures (a VM dies on its own, e.g. its worker exited and the startup script powered it off).
 Their draws come from a random stream of their own, so turning them on leaves the boot,
 capacity and preemption draws of a seed unchanged. ``fault_counts`` says which really struck.
+
+Spot capacity replayed from a trace (``spot_replay``, :mod:`tuner.sim._spot_trace`) replaces
+the preemption rate: a spot launch walks the zones in order (:meth:`SimProvider.prefer_zones`
+reorders them, as a zone-aware policy does) and gets, in each, what the zone's capacity leaves
+beside the VMs held there; when a zone's capacity falls below what is held, the youngest VMs
+there are taken back (the trace's n-th VM is the sweep's n-th). Each zone has its own spot
+price (``zone_spot_factor`` times the type's); on-demand is the same everywhere.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from enum import StrEnum
 
 from budgets import SimClock
 from cloud._provider import CapacityError, ProviderError
+from tuner.sim._spot_trace import TraceReplay
 from worker.records import Instance, InstanceState
 
 
@@ -73,6 +81,8 @@ class SimProvider:
         never_register_prob: float = 0.0,
         storms: Sequence[tuple[float, float]] = (),
         failures_per_hour: float = 0.0,
+        spot_replay: TraceReplay | None = None,
+        zone_spot_factor: Mapping[str, float] | None = None,
     ) -> None:
         """``capacity_outages``: ``(start, end)`` windows of clock time in which every launch
         raises :class:`CapacityError`. ``never_register_prob``: each VM's worker never registers
@@ -116,6 +126,11 @@ class SimProvider:
         self._end_at: dict[str, tuple[float, _End]] = {}
         self._changes: list[tuple[float, str]] = []
         self.fault_counts: Counter[str] = Counter()
+        self._replay = spot_replay
+        self.zones: list[str] = spot_replay.zones if spot_replay is not None else []
+        self._walk = list(self.zones)   # the zones a spot launch tries, in order
+        self._zone_factor = {z: float((zone_spot_factor or {}).get(z, 1.0)) for z in self.zones}
+        self._other_end: dict[str, tuple[float, _End]] = {}   # ends that are not the trace's
 
     def _type(self, instance_type: str) -> SimInstanceType:
         if instance_type not in self._types:
@@ -124,12 +139,28 @@ class SimProvider:
         return self._types[instance_type]
 
     def price_per_hour(self, instance_type: str = DEFAULT_TYPE.name, spot: bool = False) -> float:
+        """The price a launch may pay: spot in the dearest zone it may use (as on AWS)."""
+        if spot and self.zones:
+            return max(self.spot_price_in(z, instance_type) for z in self.zones)
         t = self._type(instance_type)
         if spot:
             if t.spot_per_hour is None:
                 raise ProviderError(f"{instance_type} has no spot price")
             return t.spot_per_hour
         return t.on_demand_per_hour
+
+    def spot_price_in(self, zone: str, instance_type: str = DEFAULT_TYPE.name) -> float:
+        """The spot price of ``instance_type`` in ``zone``."""
+        t = self._type(instance_type)
+        if t.spot_per_hour is None:
+            raise ProviderError(f"{instance_type} has no spot price")
+        return t.spot_per_hour * self._zone_factor.get(zone, 1.0)
+
+    def prefer_zones(self, zones: Sequence[str]) -> None:
+        """Walk these zones, in this order, at the next spot launches (unknown ones ignored;
+        none known: all zones, in their first order)."""
+        known = [z for z in dict.fromkeys(zones) if z in self._zone_factor]
+        self._walk = known or list(self.zones)
 
     def slots(self, instance_type: str = DEFAULT_TYPE.name) -> int:
         return self._type(instance_type).slots
@@ -144,35 +175,78 @@ class SimProvider:
         if self._capacity_failure_prob and self._rng.random() < self._capacity_failure_prob:
             self.fault_counts["capacity_errors"] += 1
             raise CapacityError(f"simulated: no capacity for {instance_type} now")
+        places: list[tuple[str, int]] = [("", count)]
+        if spot and self._replay is not None:
+            places, left = [], count
+            for zone in self._walk:
+                free = self._replay.capacity(zone, now) - len(self._held(zone, now))
+                if free > 0 and left > 0:
+                    places.append((zone, min(free, left)))
+                    left -= places[-1][1]
+            if not places:
+                self.fault_counts["capacity_errors"] += 1
+                raise CapacityError(f"simulated: no spot capacity for {instance_type} in "
+                                    f"{', '.join(self._walk)} now")
         out = []
-        for _ in range(count):
-            iid = f"sim-{next(self._ids)}"
-            inst = Instance(instance_id=iid, provider=self.name, instance_type=t.name, spot=spot,
-                            slots=t.slots, price_per_hour=self.price_per_hour(t.name, spot),
-                            state=InstanceState.RUNNING, launched_at=now, queue=iid,
-                            tags=dict(tags or {}))
-            self._instances[iid] = inst
-            self._ready_at[iid] = now + max(0.0, self._boot_s(self._rng))
-            if self._never_register_prob and (
-                    self._fault_rng.random() < self._never_register_prob):
-                self._ready_at[iid] = math.inf
-                self.fault_counts["never_registered"] += 1
-            else:
-                heapq.heappush(self._changes, (self._ready_at[iid], iid))
-            ends = []
-            if spot and self._preempt_rate > 0:
-                ends.append((now + self._rng.expovariate(self._preempt_rate), _End.PREEMPTED))
-            if spot:
-                ends += [(at, _End.STORM) for at, fraction in self._storms
-                         if at > now and self._fault_rng.random() < fraction]
-            if self._failure_rate > 0:
-                ends.append((now + self._fault_rng.expovariate(self._failure_rate),
-                             _End.FAILED))
-            if ends:
-                self._end_at[iid] = min(ends)
-                heapq.heappush(self._changes, (self._end_at[iid][0], iid))
-            out.append(inst)
+        for zone, n in places:
+            for _ in range(n):
+                out.append(self._start(t, spot, zone, now, tags))
         return out
+
+    def _start(self, t: SimInstanceType, spot: bool, zone: str, now: float,
+               tags: Mapping[str, str] | None) -> Instance:
+        iid = f"sim-{next(self._ids)}"
+        price = self.spot_price_in(zone, t.name) if spot and zone else \
+            self.price_per_hour(t.name, spot)
+        inst = Instance(instance_id=iid, provider=self.name, instance_type=t.name, spot=spot,
+                        slots=t.slots, price_per_hour=price,
+                        state=InstanceState.RUNNING, launched_at=now, queue=iid,
+                        tags=dict(tags or {}), zone=zone)
+        self._instances[iid] = inst
+        self._ready_at[iid] = now + max(0.0, self._boot_s(self._rng))
+        if self._never_register_prob and (
+                self._fault_rng.random() < self._never_register_prob):
+            self._ready_at[iid] = math.inf
+            self.fault_counts["never_registered"] += 1
+        else:
+            heapq.heappush(self._changes, (self._ready_at[iid], iid))
+        ends = []
+        if spot and self._preempt_rate > 0 and self._replay is None:
+            ends.append((now + self._rng.expovariate(self._preempt_rate), _End.PREEMPTED))
+        if spot:
+            ends += [(at, _End.STORM) for at, fraction in self._storms
+                     if at > now and self._fault_rng.random() < fraction]
+        if self._failure_rate > 0:
+            ends.append((now + self._fault_rng.expovariate(self._failure_rate), _End.FAILED))
+        if ends:
+            self._other_end[iid] = min(ends)
+            self._end_at[iid] = min(ends)
+            heapq.heappush(self._changes, (self._end_at[iid][0], iid))
+        if spot and zone:
+            self._rank(zone, now)
+        return inst
+
+    def _held(self, zone: str, now: float) -> list[str]:
+        """The live spot VMs in ``zone``, oldest first."""
+        return [iid for iid in list(self._instances)
+                if self._instances[iid].zone == zone and self._instances[iid].spot
+                and self._refresh(iid, now).state != InstanceState.TERMINATED]
+
+    def _rank(self, zone: str, now: float) -> None:
+        """Each live spot VM in ``zone`` ends when the zone's capacity first falls below its
+        rank (oldest first: the youngest go first)."""
+        assert self._replay is not None
+        for rank, iid in enumerate(self._held(zone, now), 1):
+            at = self._replay.first_below(zone, now, rank)
+            ends = [(at, _End.PREEMPTED)] if math.isfinite(at) else []
+            if iid in self._other_end:
+                ends.append(self._other_end[iid])
+            end = min(ends) if ends else None
+            if end is None:
+                self._end_at.pop(iid, None)
+            elif self._end_at.get(iid) != end:
+                self._end_at[iid] = end
+                heapq.heappush(self._changes, (end[0], iid))
 
     def terminate(self, instance_ids: Sequence[str]) -> list[Instance]:
         now = self._clock.now()
@@ -183,6 +257,8 @@ class SimProvider:
                 inst = inst.model_copy(update={"state": InstanceState.TERMINATED,
                                                "terminated_at": now})
                 self._instances[iid] = inst
+                if inst.spot and inst.zone and self._replay is not None:
+                    self._rank(inst.zone, now)   # the younger ones move up
             done.append(inst)
         return done
 

@@ -24,6 +24,7 @@ from tuner._store import Store
 from tuner.sim._executor import SimExecutor
 from tuner.sim._provider import SimInstanceType, SimProvider, uniform_boot
 from tuner.sim._recorded_space import NearestConfig, recorded_space
+from tuner.sim._spot_trace import TraceReplay, zone_price_factors
 from worker.records import EndReason, ExperimentState
 
 if TYPE_CHECKING:
@@ -72,10 +73,13 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
           speedup: Callable[[int], float] | None = None, time_scale: float = 1.0,
           seed: int = 0, setup_s: float = 0.0, faults: SimFaults | None = None,
           nearest: NearestConfig | None = None,
+          spot_replay: TraceReplay | None = None,
+          zone_spot_factor: Mapping[str, float] | None = None,
           ) -> tuple[SimClock, SimProvider, SimExecutor]:
     """The simulated clock, cloud and workers a simulated sweep runs on; ``markets``: some
     instances may be spot (preemptions strike only those); ``nearest``: trials name a point
-    of the curves' hyperparameter space, not a configuration."""
+    of the curves' hyperparameter space, not a configuration; ``spot_replay``: spot capacity
+    replayed per zone, each zone's spot price ``zone_spot_factor`` times the type's."""
     clock = SimClock()
     f = faults or SimFaults()
     provider = SimProvider(clock, types=(itype,), boot_s=boot_s,
@@ -84,7 +88,9 @@ def world(curves: Any, itype: SimInstanceType, *, metric: str, markets: bool,
                            capacity_outages=f.capacity_outages,
                            never_register_prob=f.never_register_prob,
                            storms=f.preemption_storms if markets else (),
-                           failures_per_hour=f.vm_failures_per_hour)
+                           failures_per_hour=f.vm_failures_per_hour,
+                           spot_replay=spot_replay if markets else None,
+                           zone_spot_factor=zone_spot_factor)
     executor = SimExecutor(clock, provider, curves, metric=metric, step_noise=step_noise,
                            speedup=speedup, time_scale=time_scale, seed=seed, setup_s=setup_s,
                            config_ids=list(curves.config_ids()), nearest=nearest,
@@ -139,6 +145,7 @@ def simulate(
     experiment_id: str = "sim",
     raise_errors: bool = True,
     oracle_scaling: ScalingPolicy | None = None,
+    spot_traces: TraceReplay | None = None,
     verbose: int | None = 0,
     observer: Callable[[dict[str, Any]], None] | None = None,
     trial_params: Literal["index", "hyperparameters"] = "index",
@@ -169,6 +176,10 @@ def simulate(
     (:class:`budgets.StageWorkers`). ``verbose`` and ``observer`` are as for
     :func:`tuner.tune` (its times simulated seconds), but ``verbose`` defaults to 0: a
     benchmark runs many sweeps.
+    ``spot_traces``: spot capacity replayed from measured traces
+    (:class:`tuner.sim.TraceReplay`) in place of the preemption rate, over the sweep's
+    ``provider.zones`` (every zone of the replay when it names none), each at its own spot
+    price.
 
     >>> from tuner.sim import SAMPLE_DIR, discover, load_curves, simulate
     >>> curves = load_curves(SAMPLE_DIR, discover(SAMPLE_DIR)[0], max_configs=27)
@@ -199,12 +210,24 @@ def simulate(
                             on_demand_per_hour=priced.on_demand_per_hour,
                             spot_per_hour=priced.spot_per_hour)
     low, high = spec.profile.boot_range(spec.provider.type)
+    replay = None
+    if spot_traces is not None:
+        zones = spec.provider.zones or ([spec.provider.zone] if spec.provider.zone else None)
+        unknown = sorted(set(zones or ()) - set(spot_traces.zones))
+        if unknown:
+            raise ConfigError("provider.zones", f"names {', '.join(unknown)}, which the spot "
+                              f"traces do not hold (they hold {', '.join(spot_traces.zones)})")
+        replay = TraceReplay({z: spot_traces.traces[z] for z in zones or spot_traces.zones},
+                             offset_s=spot_traces.offset_s,
+                             compression=spot_traces.compression)
     clock, provider, executor = world(
         curves, itype, metric=spec.metric, markets=spec.provider.spot is not False,
         boot_s=boot_s or uniform_boot(low, high), capacity_failure_prob=capacity_failure_prob,
         preemptions_per_hour=preemptions_per_hour, step_noise=step_noise, speedup=speedup,
         time_scale=time_scale, seed=world_seed, setup_s=setup_s, faults=faults,
-        nearest=NearestConfig(curves) if trial_params == "hyperparameters" else None)
+        nearest=NearestConfig(curves) if trial_params == "hyperparameters" else None,
+        spot_replay=replay, zone_spot_factor=None if spot_traces is None else
+        zone_price_factors(spot_traces.traces, priced.region))
     store = Store(store_path)
     store.create_experiment(experiment_id, spec.name, spec.to_json_dict(), spec.metric,
                             spec.mode, spec.time_budget_s, spec.cost_budget_usd)
