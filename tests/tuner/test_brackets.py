@@ -114,10 +114,10 @@ def test_more_asha_trials_join_its_rungs_once_it_is_finished():
     with pytest.raises(ValueError, match="once the sweep is finished"):
         asha.new_bracket(3)
     asha.on_rung("t0", 1, 0.2)
-    for tid, v in (("t1", 0.9), ("t2", 0.5)):
-        asha.on_rung(asha.next_job(tid).trial_id, 1, v)
-    job = asha.next_job("x")                      # the top third of rung 1: t1
+    asha.on_rung(asha.next_job("t1").trial_id, 1, 0.9)
+    job = asha.next_job("x")                      # the top third of rung 1, rounded up: t1
     assert job == Job("t1", 3)
+    asha.on_rung(asha.next_job("t2").trial_id, 1, 0.5)
     asha.on_rung("t1", 3, 0.95)
     assert asha.is_finished() and asha.status("t2") is TrialStatus.PAUSED
     with pytest.raises(ValueError, match="num_trials"):

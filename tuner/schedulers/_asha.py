@@ -13,7 +13,8 @@ class ASHA(_RungScheduler):
     Hyperparameter Tuning", MLSys 2020, Algorithm 2).
 
     A trial that reaches a rung pauses there. Whenever a slot frees, the best paused trial that
-    ranks in the top ``1 / reduction_factor`` of its rung is promoted (highest rung first) and
+    ranks in the top ``1 / reduction_factor`` of its rung (rounded up, from two results on) is
+    promoted (highest rung first) and
     continues from its rung step; otherwise a new trial starts, until ``num_trials`` have started
     (default ``reduction_factor ** (len(rungs) - 1)``).
 
@@ -23,10 +24,10 @@ class ASHA(_RungScheduler):
         >>> asha = ASHA(min_resource=1, max_resource=9, reduction_factor=3)
         >>> asha.rungs, asha.num_trials
         ([1, 3, 9], 9)
-        >>> for i, value in enumerate([0.2, 0.9, 0.5]):
+        >>> for i, value in enumerate([0.2, 0.9]):
         ...     job = asha.next_job(f"t{i}")
         ...     asha.on_rung(job.trial_id, job.to_step, value)
-        >>> asha.next_job("t3")
+        >>> asha.next_job("t2")                     # the top ceil(2/3) = 1 of rung 1
         Job(trial_id='t1', to_step=3, bracket=0, new=False)
     """
 
@@ -56,18 +57,18 @@ class ASHA(_RungScheduler):
         The controller calls it as it starts another bracket of
         :class:`SuccessiveHalving`, and a resumed sweep replays it from the journal.
 
-        >>> asha = ASHA(min_resource=1, max_resource=3, reduction_factor=3, num_trials=3)
-        >>> for i, value in enumerate([0.2, 0.9, 0.5]):
+        >>> asha = ASHA(min_resource=1, max_resource=3, reduction_factor=3, num_trials=2)
+        >>> for i, value in enumerate([0.2, 0.9]):
         ...     job = asha.next_job(f"t{i}")
         ...     asha.on_rung(job.trial_id, job.to_step, value)
-        >>> asha.next_job("t3")                     # t1 is the top third of rung 1
+        >>> asha.next_job("t2")                     # t1 is the top third of rung 1
         Job(trial_id='t1', to_step=3, bracket=0, new=False)
         >>> asha.on_rung("t1", 3, 0.95)
         >>> asha.is_finished()
         True
         >>> asha.new_bracket(3)
-        >>> asha.next_job("t3"), asha.total_trials
-        (Job(trial_id='t3', to_step=1, bracket=0, new=True), 6)
+        >>> asha.next_job("t2"), asha.total_trials
+        (Job(trial_id='t2', to_step=1, bracket=0, new=True), 5)
         """
         if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
             raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
@@ -104,11 +105,13 @@ class ASHA(_RungScheduler):
             while candidates and not self._paused_at(candidates[-1][2], k):
                 candidates.pop()
             keys = self._keys[k]
-            top = len(keys) // self.reduction_factor
-            if self._closed:
-                # No trial will arrive to fill the rung: its top 1/eta rounds up, so the best
-                # trial of a rung too small for a promotion still goes on.
-                top = -(-len(keys) // self.reduction_factor)
+            # The top 1/eta of the rung, rounded up, once it has two results (a trial at or
+            # above the rung's 1 - 1/eta quantile, as Syne Tune's and Ray Tune's ASHA decide):
+            # the paper's floor would hold the best trial of every rung back until eta results
+            # are in, which costs a sweep its early promotions. A rung no trial will arrive to
+            # fill promotes its best however few it has.
+            top = -(-len(keys) // self.reduction_factor) \
+                if len(keys) >= 2 or self._closed else 0
             if not candidates or top == 0:
                 continue
             key, _, trial_id = candidates[-1]

@@ -79,10 +79,10 @@ def is_number(value: float | None) -> bool:
 def promotion_cutoff(
     competing_values: list[float | None], reduction_factor: int, mode: Mode
 ) -> float | None:
-    """The ``sortable`` value of the ``floor(n / eta)``-th best competitor, or None if n < eta."""
-    top = len(competing_values) // reduction_factor
-    if top == 0:
+    """The ``sortable`` value of the ``ceil(n / eta)``-th best competitor, or None if n < 2."""
+    if len(competing_values) < 2:
         return None
+    top = -(-len(competing_values) // reduction_factor)
     ranked = sorted((sortable(v, mode) for v in competing_values), reverse=True)
     return ranked[top - 1]
 
@@ -93,13 +93,15 @@ def promotable(
     reduction_factor: int,
     mode: Mode,
 ) -> bool:
-    """Whether ``value`` is among the top ``floor(n / eta)`` of the ``n`` values at its rung.
+    """Whether ``value`` is among the top ``ceil(n / eta)`` of the ``n >= 2`` values at its rung.
 
-    ``competing_values`` includes ``value`` itself. This is ``get_job`` of ASHA (Li et al., "A
-    System for Massively Parallel Hyperparameter Tuning", MLSys 2020, Algorithm 2): with fewer
-    than ``eta`` values nothing is promotable. Ties: every value as good as the ``floor(n/eta)``-th
-    best is promotable (Optuna's rule too), so the answer depends on values only, never on order.
-    NaN and None rank worst and are never promotable.
+    ``competing_values`` includes ``value`` itself. This is ASHA's promotion test (Li et al., "A
+    System for Massively Parallel Hyperparameter Tuning", MLSys 2020, Algorithm 2) as Syne Tune
+    and Ray Tune decide it: a value at or above the rung's ``1 - 1/eta`` quantile (linear
+    interpolation) once the rung has two values, which is the top ``ceil(n / eta)``. The
+    paper's ``floor(n / eta)`` holds every rung's best back until ``eta`` values are in. Ties:
+    every value as good as the ``ceil(n/eta)``-th best is promotable, so the answer depends on
+    values only, never on order. NaN and None rank worst and are never promotable.
 
     >>> promotable(0.9, [0.1, 0.5, 0.9], 3, "max"), promotable(0.5, [0.1, 0.5, 0.9], 3, "max")
     (True, False)

@@ -103,13 +103,15 @@ def test_hyperband_brackets_match_jmlr_table_1():
 # --- promotable: the ASHA rule, and Optuna's ------------------------------------------------
 
 
-def test_promotable_paper_rule():
-    # Fewer than eta values: nothing promotable (ASHA pauses instead).
-    assert not promotable(1.0, [1.0, 0.0], 3, "max")
-    # n = 5, eta = 2: the top floor(5/2) = 2 are promotable.
+def test_promotable_rule():
+    # One value: nothing to rank it against (ASHA pauses it).
+    assert not promotable(1.0, [1.0], 3, "max")
+    # Two values and eta 3: the top ceil(2/3) = 1, the better one, goes on.
+    assert promotable(1.0, [1.0, 0.0], 3, "max") and not promotable(0.0, [1.0, 0.0], 3, "max")
+    # n = 5, eta = 2: the top ceil(5/2) = 3 are promotable.
     values = [0.1, 0.5, 0.3, 0.9, 0.7]
-    assert [promotable(v, values, 2, "max") for v in values] == [False, False, False, True, True]
-    assert [promotable(v, values, 2, "min") for v in values] == [True, False, True, False, False]
+    assert [promotable(v, values, 2, "max") for v in values] == [False, True, False, True, True]
+    assert [promotable(v, values, 2, "min") for v in values] == [True, True, True, False, False]
     # Ties at the cut-off are all promotable, whatever the order.
     assert promotable(0.5, [0.5, 0.5, 0.1], 3, "max")
 
@@ -122,11 +124,33 @@ def test_nan_and_none_rank_worst():
     assert promotable(-1e9, [-1e9, math.nan, None, math.nan], 2, "max")
 
 
-def test_promotable_agrees_with_optuna():
+def test_promotable_is_the_quantile_rule_of_syne_tune_and_ray_tune():
+    """At or above the rung's 1 - 1/eta quantile, from two values on. The values at or above
+    numpy's linear quantile are those at or above the element it interpolates towards (its
+    'higher' one, sorted[ceil((n - 1) q)]); that element is found here in exact arithmetic."""
+    from fractions import Fraction
+
     rng = random.Random(0)
     for _ in range(2000):
         eta = rng.choice([2, 3, 4])
-        n = rng.randint(eta, 40)  # n < eta: Optuna promotes the best, ASHA pauses (not compared)
+        n = rng.randint(2, 40)
+        if rng.random() < 0.5:
+            competing = [float(rng.randint(0, 5)) for _ in range(n)]  # many ties
+        else:
+            competing = [rng.uniform(-10, 10) for _ in range(n)]
+        value = rng.choice(competing)
+        ranked = sorted(competing)
+        high = ranked[math.ceil((n - 1) * (1 - Fraction(1, eta)))]
+        low = ranked[math.floor((n - 1) * Fraction(1, eta))]
+        assert promotable(value, competing, eta, "max") == (value >= high), (value, competing)
+        assert promotable(value, competing, eta, "min") == (value <= low), (value, competing)
+
+
+def test_promotable_agrees_with_optuna_where_its_floor_is_the_same():
+    rng = random.Random(0)
+    for _ in range(2000):
+        eta = rng.choice([2, 3, 4])
+        n = eta * rng.randint(1, 10)  # ceil(n/eta) == floor(n/eta): Optuna's count
         if rng.random() < 0.5:
             competing = [float(rng.randint(0, 5)) for _ in range(n)]  # many ties
         else:
@@ -169,10 +193,11 @@ def test_study_promotions_agree_with_optuna(direction):
     for trial, k, promoted in decisions:
         value = curve[(trial, rungs[k])]
         at_rung[k].append(value)
-        if len(at_rung[k]) >= eta:  # Optuna promotes the best of the first eta - 1 instead
+        # Where Optuna's count floor(n/eta) (at least 1) is the same as ceil(n/eta).
+        if len(at_rung[k]) % eta == 0:
             assert promotable(value, at_rung[k], eta, mode) == promoted, (trial, k)
             compared[k] += 1
-    assert compared[0] == n_trials - eta + 1 and compared[1] > 0
+    assert compared[0] == n_trials // eta and compared[1] > 0
 
 
 # --- ASHA -------------------------------------------------------------------------------------
@@ -218,31 +243,34 @@ def test_asha_simulated_sweep(mode, seed):
     assert asha.next_job("t-after") is None
 
 
-def test_asha_promotes_as_in_the_paper():
+def test_asha_promotes_the_top_third_rounded_up_from_two_results():
     asha = ASHA(1, 9, 3)
-    for i, value in enumerate([0.5, 0.7]):
-        job = asha.next_job(f"t{i}")
-        asha.on_rung(job.trial_id, job.to_step, value)
-    assert asha.next_job("t2") == Job("t2", 1, new=True)  # n = 2 < eta: nothing promotable
-    asha.on_rung("t2", 1, 0.9)
-    assert asha.next_job("t3") == Job("t2", 3)  # top floor(3/3) = 1 of rung 0
-    assert asha.status("t2") is TrialStatus.RUNNING
-    assert asha.next_job("t3") == Job("t3", 1, new=True)  # t2 already promoted
+    job = asha.next_job("t0")
+    asha.on_rung(job.trial_id, job.to_step, 0.5)
+    assert asha.next_job("t1") == Job("t1", 1, new=True)  # one result: nothing to rank
+    asha.on_rung("t1", 1, 0.7)
+    assert asha.next_job("t2") == Job("t1", 3)  # top ceil(2/3) = 1 of rung 0
+    assert asha.status("t1") is TrialStatus.RUNNING
+    assert asha.next_job("t2") == Job("t2", 1, new=True)  # t1 already promoted
+    asha.on_rung("t2", 1, 0.6)
+    assert asha.next_job("t3") == Job("t3", 1, new=True)  # top ceil(3/3) = 1: t1, promoted
+    asha.on_rung("t3", 1, 0.1)
+    assert asha.next_job("t4") == Job("t2", 3)  # top ceil(4/3) = 2: t1 and t2
 
 
 def test_asha_lost_job_is_offered_again_first():
     asha = ASHA(1, 9, 3, num_trials=4)
-    for i, value in enumerate([0.1, 0.2, 0.9]):
+    for i, value in enumerate([0.1, 0.9]):
         job = asha.next_job(f"t{i}")
         asha.on_rung(job.trial_id, job.to_step, value)
-    assert asha.next_job("t3") == Job("t2", 3)
+    assert asha.next_job("t2") == Job("t1", 3)
+    asha.on_job_lost("t1")
+    assert asha.status("t1") is TrialStatus.PAUSED and not asha.is_finished()
+    assert asha.next_job("t2") == Job("t1", 3)
+    new = asha.next_job("t2")
     asha.on_job_lost("t2")
-    assert asha.status("t2") is TrialStatus.PAUSED and not asha.is_finished()
-    assert asha.next_job("t3") == Job("t2", 3)
-    new = asha.next_job("t3")
-    asha.on_job_lost("t3")
-    assert asha.next_job("t4") == Job("t3", 1)  # re-offered, params already sampled
-    assert new == Job("t3", 1, new=True)
+    assert asha.next_job("t3") == Job("t2", 1)  # re-offered, params already sampled
+    assert new == Job("t2", 1, new=True)
 
 
 def test_asha_failed_and_ended_trials():
@@ -464,16 +492,15 @@ def test_close_admission_stops_new_trials_and_the_started_ones_finish(make):
 
 def test_closed_asha_promotes_the_best_of_a_rung_too_small_for_a_quota():
     asha = ASHA(1, 9, 3, "max", 20)
-    for i, v in enumerate([0.2, 0.9]):
-        job = asha.next_job(f"t{i}")
-        asha.on_rung(job.trial_id, job.to_step, v)
-    # Two trials at rung 1 and eta 3: floor(2/3) = 0, so open ASHA starts a new trial ...
-    assert asha.next_job("t2").new
-    asha.on_rung("t2", 1, 0.1)
+    job = asha.next_job("t0")
+    asha.on_rung(job.trial_id, job.to_step, 0.2)
+    # One trial at rung 1: nothing to rank it against, so open ASHA starts a new trial ...
+    assert asha.next_job("t1").new
     asha.close_admission()
-    # ... and once closed, the top ceil(3/3) = 1 goes on: the best one only.
-    assert asha.next_job("x") == Job("t1", 3)
-    assert asha.next_job("x") is None
+    # ... and once closed (no trial will come to rank it against), the lone one goes on.
+    assert asha.next_job("x") == Job("t0", 3)
+    asha.on_rung("t1", 1, 0.1)
+    assert asha.next_job("x") is None            # the top ceil(2/3) = 1 has gone on
 
 
 def test_closed_sha_decides_the_stage_with_the_trials_it_has():
