@@ -178,7 +178,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     monkeypatch.setattr(build_module, "replanner_for", recording)
     exp = tmp_path / "e"
     sweep = _sweep(num_trials=None, provider={"type": "local", "workers": 2, "scaling": "plan"})
-    first = tune(sweep, time_budget="20s", cost_budget=0.05, experiment_dir=exp)
+    first = tune(sweep, time_budget="10s", cost_budget=0.05, experiment_dir=exp)
     store = Store(exp, readonly=True)
     assert store.meta(SHAPE_CHOSEN) == "1"
     # The stored config holds the first bracket's chosen count; with time and budget left,
@@ -194,13 +194,13 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
     assert made[-1].cost_budget_usd == 0.05
     # The resumed re-planner may still shrink the bracket under way to keep within the (new)
     # cost budget, and start more with what it adds.
-    # (The first run used its whole 20 s and its stop grace: the budget must leave more.)
-    second = resume(exp, time_budget="40s", cost_budget=0.08)
+    # (The first run used its whole 10 s and its stop grace: the budget must leave more.)
+    second = resume(exp, time_budget="20s", cost_budget=0.08)
     assert made[-1].cost_budget_usd == 0.08
     # A count the user sets on resume is theirs: it is planned as given. (Here every trial of
     # that count has ended, so the resume has nothing to do: it starts and bills nothing.)
     made.clear()
-    third = resume(exp, time_budget="60s", cost_budget=0.1, num_trials=chosen)
+    third = resume(exp, time_budget="30s", cost_budget=0.1, num_trials=chosen)
     ran = bool(made)      # (scaling_for below makes a re-planner too)
     if ran:    # the second run left work (its deadline came first)
         assert made[-1].cost_budget_usd is None
@@ -213,7 +213,7 @@ def test_a_resumed_sweep_keeps_the_planners_choice_of_num_trials(tmp_path, monke
 
     given = load_sweep({**Store(exp, readonly=True).experiment()["config"],
                         "trainable": "tests.trainables:quadratic"},
-                       time_budget="60s", cost_budget=0.1, num_trials=chosen)
+                       time_budget="30s", cost_budget=0.1, num_trials=chosen)
     assert scaling_for(given, plan_for(given), chosen=False)[1].cost_budget_usd is None
     if ran:
         assert Store(exp, readonly=True).meta(SHAPE_CHOSEN) == "0"
