@@ -1,5 +1,5 @@
 """What every framework callback shares: which logged metrics to report under which names,
-and whether a segment ends at a step."""
+whether a segment ends at a step, and the trial's checkpoint as the callback wrote it."""
 
 from __future__ import annotations
 
@@ -47,3 +47,17 @@ def check_every(every: int, what: str) -> int:
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"{what} must be a whole number >= 1; got {every!r}")
     return every
+
+
+def own_checkpoint(ctx: Any, key: str, owner: str) -> Any | None:
+    """What ``owner`` saved under ``key`` at the trial's last checkpoint, or None on its first
+    segment; a checkpoint some other code wrote is an error (a trainable writes its
+    checkpoints one way)."""
+    state = ctx.restore()
+    if state is None:
+        return None
+    if not isinstance(state, dict) or key not in state:
+        raise ValueError(f"trial {ctx.trial_id}'s checkpoint at step {ctx.start_step} was not "
+                         f"written by {owner} (it is a {type(state).__name__}): a trainable "
+                         "writes its checkpoints one way")
+    return state[key]

@@ -20,6 +20,7 @@ from tuner.integrations._metrics import (
     Monitor,
     check_every,
     metric_names,
+    own_checkpoint,
     pick,
     segment_ends,
 )
@@ -67,14 +68,9 @@ class LightGBMCallback:
         None on the trial's first segment."""
         if not self._restored:
             self._restored = True
-            state = self._ctx.restore()
-            if state is not None:
-                if not isinstance(state, dict) or _KEY not in state:
-                    raise ValueError(
-                        f"trial {self._ctx.trial_id}'s checkpoint at step {self._ctx.start_step}"
-                        " was not written by LightGBMCallback (it is a "
-                        f"{type(state).__name__}): a trainable writes its checkpoints one way")
-                self._booster = lgb.Booster(model_str=state[_KEY])
+            saved = own_checkpoint(self._ctx, _KEY, "LightGBMCallback")
+            if saved is not None:
+                self._booster = lgb.Booster(model_str=saved)
         return self._booster
 
     def _check(self, env: lgb.callback.CallbackEnv) -> None:

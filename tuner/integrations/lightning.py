@@ -22,7 +22,13 @@ except ImportError:
         raise ImportError("LightningCallback needs PyTorch Lightning: pip install "
                           "'elastune[lightning]'") from exc
 
-from tuner.integrations._metrics import Monitor, metric_names, pick, segment_ends
+from tuner.integrations._metrics import (
+    Monitor,
+    metric_names,
+    own_checkpoint,
+    pick,
+    segment_ends,
+)
 
 if TYPE_CHECKING:
     from worker import TrialContext
@@ -62,16 +68,11 @@ class LightningCallback(pl.Callback):
         the trial's first segment."""
         if not self._restored:
             self._restored = True
-            state = self._ctx.restore()
-            if state is not None:
-                if not isinstance(state, dict) or _KEY not in state:
-                    raise ValueError(
-                        f"trial {self._ctx.trial_id}'s checkpoint at step {self._ctx.start_step}"
-                        " was not written by LightningCallback (it is a "
-                        f"{type(state).__name__}): a trainable writes its checkpoints one way")
+            saved = own_checkpoint(self._ctx, _KEY, "LightningCallback")
+            if saved is not None:
                 self._ckpt_path = os.path.join(self._tmp(), "restore.ckpt")
                 with open(self._ckpt_path, "wb") as fh:
-                    fh.write(state[_KEY])
+                    fh.write(saved)
         return self._ckpt_path
 
     def _tmp(self) -> str:

@@ -31,6 +31,7 @@ from tuner.integrations._metrics import (
     Monitor,
     check_every,
     metric_names,
+    own_checkpoint,
     pick,
     segment_ends,
 )
@@ -86,15 +87,10 @@ class TransformersCallback(TrainerCallback):
         or None on the trial's first segment."""
         if not self._restored:
             self._restored = True
-            state = self._ctx.restore()
-            if state is not None:
-                if not isinstance(state, dict) or _KEY not in state:
-                    raise ValueError(
-                        f"trial {self._ctx.trial_id}'s checkpoint at step {self._ctx.start_step}"
-                        " was not written by TransformersCallback (it is a "
-                        f"{type(state).__name__}): a trainable writes its checkpoints one way")
+            saved = own_checkpoint(self._ctx, _KEY, "TransformersCallback")
+            if saved is not None:
                 folder = Path(self._folder.name) / "restore"
-                for name, data in state[_KEY].items():
+                for name, data in saved.items():
                     (folder / name).parent.mkdir(parents=True, exist_ok=True)
                     (folder / name).write_bytes(data)
                 self._resume = str(folder)

@@ -20,6 +20,7 @@ from tuner.integrations._metrics import (
     Monitor,
     check_every,
     metric_names,
+    own_checkpoint,
     pick,
     segment_ends,
 )
@@ -63,14 +64,9 @@ class XGBoostCallback(xgb.callback.TrainingCallback):
         None on the trial's first segment."""
         if not self._restored:
             self._restored = True
-            state = self._ctx.restore()
-            if state is not None:
-                if not isinstance(state, dict) or _KEY not in state:
-                    raise ValueError(
-                        f"trial {self._ctx.trial_id}'s checkpoint at step {self._ctx.start_step}"
-                        " was not written by XGBoostCallback (it is a "
-                        f"{type(state).__name__}): a trainable writes its checkpoints one way")
-                self._booster = xgb.Booster(model_file=bytearray(state[_KEY]))
+            saved = own_checkpoint(self._ctx, _KEY, "XGBoostCallback")
+            if saved is not None:
+                self._booster = xgb.Booster(model_file=bytearray(saved))
         return self._booster
 
     def before_training(self, model: xgb.Booster) -> xgb.Booster:
