@@ -73,6 +73,9 @@ class PowerLawCurves:
     def last_step(self, config_id: str) -> int:
         return self._max
 
+    def diverged(self, config_id: str) -> bool:
+        return False
+
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

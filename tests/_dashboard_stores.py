@@ -45,6 +45,9 @@ class Synth:
     def last_step(self, c: str) -> int:
         return 27
 
+    def diverged(self, c: str) -> bool:
+        return False
+
 
 def _copy_store(src_db: Path, dest_dir: Path) -> Path:
     """A consistent copy of a store (sqlite's backup, so a WAL is carried over too)."""

@@ -13,9 +13,11 @@ class Synth:
 
     name = "synth"
 
-    def __init__(self, n: int = 81, diverge: dict[str, int] | None = None) -> None:
+    def __init__(self, n: int = 81, diverge: dict[str, int] | None = None,
+                 shorter: dict[str, int] | None = None) -> None:
         self.q = {f"c{i}": 0.5 + 0.5 * ((i * 37) % n) / n for i in range(n)}
         self.div = diverge or {}
+        self.short = shorter or {}
 
     def config_ids(self):
         return list(self.q)
@@ -27,7 +29,10 @@ class Synth:
         return 10.0 * (b - a)
 
     def last_step(self, c):
-        return self.div.get(c, 27)
+        return self.div.get(c, self.short.get(c, 27))
+
+    def diverged(self, c):
+        return c in self.div
 
 
 ASHA = {"type": "asha", "min_resource": 1, "max_resource": 27, "reduction_factor": 3}

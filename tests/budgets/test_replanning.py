@@ -261,6 +261,9 @@ class _Straggler:
     def last_step(self, c: str) -> int:
         return 9
 
+    def diverged(self, c: str) -> bool:
+        return False
+
 
 def test_workers_idle_behind_a_straggler_go_come_back_for_its_expected_end_and_go_again():
     # 27 trials, rungs 1/3/9 on 3 workers throughout. In stage 1 the straggler's segment

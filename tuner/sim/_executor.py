@@ -4,7 +4,8 @@ It stands beside ``CeleryExecutor`` with the same interface, so the real control
 sampler, ledger and store run unchanged. Replay rule (see the data sets' README): a segment of
 configuration ``c`` from step ``a`` to ``b`` takes ``cost_s(c, a, b)`` seconds, divided by the
 speed-up on its GPUs and scaled by noise; its metric after step ``s`` is ``value(c, s)``; a run
-whose curve ends early (diverged) fails there.
+whose curve ends early fails there if it diverged, and otherwise ends there (its run planned no
+more steps: a real trainable that returns early ends its trial the same way).
 
 Faults for robustness benchmarks, all off by default, drawn from a random stream of their own
 (so a seed's step noise is the same with or without them): the trainable raises mid-segment
@@ -45,6 +46,8 @@ class Curves(Protocol):
     def cost_s(self, config_id: str, start: int, stop: int) -> float: ...
 
     def last_step(self, config_id: str) -> int: ...
+
+    def diverged(self, config_id: str) -> bool: ...
 
 
 class InstanceClock(Protocol):
@@ -190,9 +193,12 @@ class SimExecutor:
             t = sim.start + self._curves.cost_s(config, a, step) * sim.factor
             sim.steps.append((t, step))
         status, last, error, end = SegmentState.DONE, b, None, t + self._checkpoint_s
-        if last_ok < b:  # a diverged run: the trainable raises where its curve ends
+        if last_ok < b and self._curves.diverged(config):
+            # a diverged run: the trainable raises where its curve ends
             status, last, end = SegmentState.FAILED, max(a, last_ok), t
             error = f"the run diverged after step {last_ok}"
+        elif last_ok < b:  # the run planned no more steps: the trainable returns there
+            status, last, end = SegmentState.ENDED, max(a, last_ok), t
         frng = self._fault_rng
         if self._app_error_prob and sim.steps and frng.random() < self._app_error_prob:
             i = frng.randrange(len(sim.steps))

@@ -57,6 +57,24 @@ def test_diverged_runs_are_failed_trials():
     assert r.outcome.state == "finished"
 
 
+def test_runs_that_planned_fewer_steps_end_their_trials_instead_of_failing():
+    # As a real trainable that returns early: the segment ENDS at the curve's last step, the
+    # trial completes there with its value, and nothing counts against max_failures.
+    shorter = {f"c{i}": 2 for i in range(0, 81, 9)}
+    r = simulate_wired(Synth(shorter=shorter), metric="acc", mode="max", scheduler=SHA,
+                       num_trials=81, workers=8, cost_budget_usd=100.0, seed=0)
+    assert "failed" not in set(r.trials["state"])
+    ended = [s for s in r.store.segments() if s["state"] == "ended"]
+    ids = Synth().config_ids()
+    assert ended, "no shorter run was promoted past its end"
+    by_trial = dict(zip(r.trials["trial_id"], (ids[i] for i in r.trials["params.config"]),
+                        strict=True))
+    for seg in ended:
+        assert by_trial[seg["trial_id"]] in shorter and seg["last_step"] == 2
+    done = r.trials.set_index("trial_id").loc[[s["trial_id"] for s in ended]]
+    assert set(done["state"]) == {"completed"} and (done["last_step"] == 2).all()
+
+
 def test_spot_preemptions_cost_segments_not_trials():
     r = simulate_wired(Synth(), metric="acc", mode="max", scheduler=ASHA, num_trials=81, workers=8,
                  spot=True, preemptions_per_hour=6.0, cost_budget_usd=100.0, seed=4)
