@@ -320,6 +320,7 @@ def test_everything_exhausted(aws):
 
 # -- zones a spot policy orders (cloud.ZonedSpot) -----------------------------------------------
 
+@pytest.mark.slow
 def test_spot_launches_walk_the_preferred_zones(aws):
     p = provider(aws, zones=["us-east-1a", "us-east-1b"])
     assert isinstance(p, ZonedSpot) and p.zones == ["us-east-1a", "us-east-1b"]
@@ -355,6 +356,7 @@ def test_discovered_zones_are_ordered_once_known(aws):
     assert other.zone == "us-east-1c"
 
 
+@pytest.mark.slow
 def test_spot_prices_by_zone_and_the_zone_each_instance_pays(aws):
     aws.spot_prices = {"us-east-1a": "0.30", "us-east-1b": "0.25", "us-east-1c": "0.40"}
     p = provider(aws, zones=["us-east-1a", "us-east-1b"], live_spot_prices=True)
