@@ -454,7 +454,7 @@ class AwsProvider:
     def zones(self) -> list[str]:
         """The zones a spot policy may order (:class:`cloud.ZonedSpot`): the configured ones,
         else those that offer the first instance type once a launch has looked them up
-        (before that none, and the launch walks them in EC2's list order)."""
+        (before that none, and a launch walks them in name order)."""
         if self._zones:
             return list(self._zones)
         found = self._zones_by_type.get(self.instance_types[0], []) \
@@ -508,8 +508,8 @@ class AwsProvider:
                tags: Mapping[str, str] | None = None) -> list[Instance]:
         """Start up to ``count`` instances (fewer when EC2 has fewer); each record names the
         type and zone that had capacity (spot: the zones in the order :meth:`prefer_zones`
-        gave). Raises :class:`CapacityError` or :class:`QuotaError`
-        when no type and zone could launch one, naming every attempt."""
+        gave). Raises :class:`CapacityError` or :class:`QuotaError` when no type and zone
+        could launch one, naming every attempt."""
         if count < 1:
             return []
         self._type(instance_type)
