@@ -5,9 +5,10 @@ accepted) with the startup script as user data, the experiment's tags on the ins
 volumes, IMDSv2 required, and ``terminate`` as the shutdown behaviour (a VM that powers itself
 off stops billing). Which zone and type come next, and on which error, is
 :func:`cloud._fallback.launch_with_fallback`'s (shared with GCP); this module gives it one
-``RunInstances`` per attempt, over the zones that offer each type. Prices and GPU counts come
-from the price book, never from the cloud (spot prices from ``DescribeSpotPriceHistory`` lag
-and are not what the ledger must assume).
+``RunInstances`` per attempt, over the zones that offer each type (spot launches in the order a
+spot policy last preferred: :meth:`AwsProvider.prefer_zones`, the :class:`cloud.ZonedSpot`
+interface). Prices and GPU counts come from the price book, spot prices optionally from
+``DescribeSpotPriceHistory`` per zone (``live_spot_prices``).
 
 Retries: every client uses botocore's ``standard`` retry mode (exponential backoff with full
 jitter, a retry quota) for throttling and transient failures, except ``RunInstances``: EC2
@@ -35,7 +36,7 @@ from typing import Any
 
 from budgets import Clock, InstanceType, PriceBook, RealClock
 from cloud._bootstrap import startup_script
-from cloud._fallback import fallback_types, launch_with_fallback
+from cloud._fallback import fallback_types, launch_with_fallback, preferred_order
 from cloud._provider import (
     AuthError,
     Bootstrap,
@@ -232,7 +233,8 @@ class AwsProvider:
             public SSM parameter ``image_parameter`` (:data:`DLAMI_PARAMETER`; name another
             parameter for another image family, e.g. arm64 or Ubuntu 24.04).
         zones: availability zones to try, in order; by default the zones that offer the type
-            (``DescribeInstanceTypeOfferings``), or the zones of ``subnet_ids``.
+            (``DescribeInstanceTypeOfferings``), or the zones of ``subnet_ids``. Spot launches
+            walk them in the order :meth:`prefer_zones` last gave.
         iam_instance_profile: name or ARN of the instance profile the VMs run as (it must allow
             ``ssm:GetParameter`` on the broker secret and S3 access to the storage bucket).
         security_group_ids, key_name: passed to ``RunInstances``.
@@ -248,8 +250,9 @@ class AwsProvider:
             rate limiting, for accounts that launch very many VMs).
         seed: seeds the launch backoff's jitter (reproducible tests).
         live_spot_prices: price spot instances from ``DescribeSpotPriceHistory`` (the current
-            price, the highest over the zones a launch may land in, cached for 15 minutes)
-            instead of the catalog's representative value; the catalog when the call fails.
+            price in each zone, cached for 15 minutes) instead of the catalog's representative
+            value; the catalog when the call fails. A launched instance is priced in its zone;
+            :meth:`price_per_hour` is the highest over the zones a launch may land in.
 
     Example (no AWS call is made until the first launch, list or terminate)::
 
@@ -297,16 +300,21 @@ class AwsProvider:
         self.image_id = image_id
         self.image_parameter = image_parameter
         self.subnet_ids: dict[str, str] = dict(subnet_ids or {})
-        self.zones: list[str] | None = (list(zones) if zones
-                                        else list(self.subnet_ids) or None)
-        if self.subnet_ids and self.zones:
-            bare = [z for z in self.zones if z not in self.subnet_ids]
+        # The configured zones (None: the zones that offer each type, looked up at launch).
+        self._zones: list[str] | None = (list(zones) if zones
+                                         else list(self.subnet_ids) or None)
+        if self.subnet_ids and self._zones:
+            bare = [z for z in self._zones if z not in self.subnet_ids]
             if bare:
                 raise ValueError(f"zone(s) {', '.join(bare)} have no subnet in subnet_ids; "
                                  "name a subnet for every zone, or leave zones out")
         self.iam_instance_profile = iam_instance_profile
         self.live_spot_prices = live_spot_prices
-        self._spot_prices: dict[str, tuple[float, float]] = {}   # type -> (price, read at)
+        # type -> (spot price by zone, read at)
+        self._spot_prices: dict[str, tuple[dict[str, float], float]] = {}
+        # The zones spot launches walk, in order (prefer_zones); list, terminate and cleanup
+        # are region-wide.
+        self._spot_walk: tuple[str, ...] = ()
         self.security_group_ids = list(security_group_ids)
         self.key_name = key_name
         self._book = prices or PriceBook()
@@ -348,38 +356,50 @@ class AwsProvider:
     def price_per_hour(self, instance_type: str, spot: bool = False) -> float:
         """Dollars per instance-hour from the price book; spot without a spot price is charged
         at the on-demand price (AWS's default ceiling for a spot price). With
-        ``live_spot_prices``, spot is the current market price where EC2 reports one."""
+        ``live_spot_prices``, spot is the current market price where EC2 reports one: the
+        highest over the zones a launch may land in (budgets count the dearest, never less)."""
         book = self._type(instance_type).hourly(spot, fallback=True)
         if not (spot and self.live_spot_prices):
             return book
+        prices = self._zone_spot_prices(instance_type)
+        if self._zones:
+            prices = {z: p for z, p in prices.items() if z in self._zones}
+        return max(prices.values(), default=book)
+
+    def spot_price_in(self, zone: str, instance_type: str) -> float:
+        """The spot price per hour in ``zone``: with ``live_spot_prices`` the zone's current
+        price from ``DescribeSpotPriceHistory`` (cached), else (or where EC2 reports none)
+        the price book's."""
+        book = self._type(instance_type).hourly(True, fallback=True)
+        if not self.live_spot_prices:
+            return book
+        return self._zone_spot_prices(instance_type).get(zone, book)
+
+    def _zone_spot_prices(self, instance_type: str) -> dict[str, float]:
+        """The current spot price of the type in each zone of the region that EC2 reports
+        (empty when the call fails), read at most once per :data:`SPOT_PRICE_TTL_S`."""
         now = self._clock.now()
         cached = self._spot_prices.get(instance_type)
         if cached is None or now - cached[1] >= SPOT_PRICE_TTL_S:
-            live = self._live_spot_price(instance_type)
-            cached = (book if live is None else live, now)
+            cached = (self._live_spot_prices(instance_type), now)
             self._spot_prices[instance_type] = cached
         return cached[0]
 
-    def _live_spot_price(self, instance_type: str) -> float | None:
+    def _live_spot_prices(self, instance_type: str) -> dict[str, float]:
+        latest: dict[str, float] = {}
         try:
             kwargs: dict[str, Any] = {"InstanceTypes": [instance_type],
                                       "ProductDescriptions": ["Linux/UNIX"],
                                       "StartTime": datetime.now(UTC)}
-            latest: dict[str, float] = {}
             for page in self._client("ec2").get_paginator(
                     "describe_spot_price_history").paginate(**kwargs):
                 for row in page.get("SpotPriceHistory", []):
-                    zone = row.get("AvailabilityZone", "")
-                    if self.zones and zone not in self.zones:
-                        continue
+                    zone = str(row.get("AvailabilityZone", ""))
                     latest.setdefault(zone, float(row["SpotPrice"]))   # newest first
         except Exception as exc:  # noqa: BLE001 - a missing permission must not stop a sweep
             log.info("spot price of %s from the catalog (%s)", instance_type, exc)
-            return None
-        if not latest:
-            return None
-        # A launch may land in any allowed zone: the ledger counts the dearest, never less.
-        return max(latest.values())
+            return {}
+        return latest
 
     def slots(self, instance_type: str) -> int:
         """GPUs of one instance of this type (one worker slot each)."""
@@ -430,6 +450,23 @@ class AwsProvider:
             raise provider_error(exc, action) from exc
 
     # -- image, zones ---------------------------------------------------------------------------
+    @property
+    def zones(self) -> list[str]:
+        """The zones a spot policy may order (:class:`cloud.ZonedSpot`): the configured ones,
+        else those that offer the first instance type once a launch has looked them up
+        (before that none, and a launch walks them in name order)."""
+        if self._zones:
+            return list(self._zones)
+        found = self._zones_by_type.get(self.instance_types[0], []) \
+            if self.instance_types else []
+        return [z for z in found if z is not None]
+
+    def prefer_zones(self, zones: Sequence[str]) -> None:
+        """Have the next spot launches walk these zones, in this order (for each type, the
+        ones that offer it; none of them: the configured or discovered order). On-demand
+        launches keep that order; list, terminate and cleanup cover the whole region."""
+        self._spot_walk = tuple(dict.fromkeys(zones))
+
     def image(self) -> str:
         """The AMI the VMs boot: ``image_id``, or the one the public SSM parameter names now."""
         if self.image_id is None:
@@ -447,8 +484,8 @@ class AwsProvider:
 
     def _zones_for(self, instance_type: str) -> list[str | None]:
         """Zones to try for this type, in order; ``[None]`` lets EC2 choose."""
-        if self.zones:
-            return list(self.zones)
+        if self._zones:
+            return list(self._zones)
         if instance_type not in self._zones_by_type:
             try:
                 zones = sorted({
@@ -470,8 +507,9 @@ class AwsProvider:
     def launch(self, count: int, instance_type: str, spot: bool = False,
                tags: Mapping[str, str] | None = None) -> list[Instance]:
         """Start up to ``count`` instances (fewer when EC2 has fewer); each record names the
-        type and zone that had capacity. Raises :class:`CapacityError` or :class:`QuotaError`
-        when no type and zone could launch one, naming every attempt."""
+        type and zone that had capacity (spot: the zones in the order :meth:`prefer_zones`
+        gave). Raises :class:`CapacityError` or :class:`QuotaError` when no type and zone
+        could launch one, naming every attempt."""
         if count < 1:
             return []
         self._type(instance_type)
@@ -492,7 +530,12 @@ class AwsProvider:
 
         types = [t for t in fallback_types(instance_type, self.instance_types)
                  if self._lookup(t) is not None]
-        return launch_with_fallback(try_launch, count, types, self._zones_for, spot,
+        walk = self._spot_walk if spot else ()
+
+        def zones(itype: str) -> list[str | None]:
+            return preferred_order(self._zones_for(itype), walk)
+
+        return launch_with_fallback(try_launch, count, types, zones, spot,
                                     reason=_code_of, cloud="AWS")
 
     def _launch_request(self, count: int, instance_type: str, zone: str | None, spot: bool,
@@ -683,14 +726,17 @@ class AwsProvider:
         terminated_at = None
         if state == InstanceState.TERMINATED:
             terminated_at = self._terminated_at.setdefault(iid, now)
+        zone = str((raw.get("Placement") or {}).get("AvailabilityZone") or "")
+        price = 0.0
+        if known is not None:   # a spot instance pays its own zone's price (the ledger's)
+            price = (self.spot_price_in(zone, itype) if spot and zone
+                     else self.price_per_hour(itype, spot))
         return Instance(
             instance_id=iid, provider=self.name, instance_type=itype, spot=spot,
-            slots=max(1, known.gpus) if known else 1,
-            price_per_hour=self.price_per_hour(itype, spot) if known else 0.0,
+            slots=max(1, known.gpus) if known else 1, price_per_hour=price,
             state=state, launched_at=launched_at, terminated_at=terminated_at, queue=iid,
             tags=dict(tags) if tags is not None else logical_tags(raw.get("Tags")),
-            zone=str((raw.get("Placement") or {}).get("AvailabilityZone") or ""),
-            preempted=preempted or reason in SPOT_INTERRUPTION_REASONS)
+            zone=zone, preempted=preempted or reason in SPOT_INTERRUPTION_REASONS)
 
     # -- what the VMs need: the broker secret, the bucket -----------------------------------------
     def put_secret(self, name: str, value: str, *, kms_key_id: str | None = None) -> str:

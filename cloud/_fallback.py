@@ -4,8 +4,9 @@ A cloud gives one verb, ``try_launch(instance_type, zone, count, spot)``: start 
 instances of that type in that zone (``None``: the cloud picks) and return their records, or raise
 the :mod:`cloud._provider` error that stopped it. :func:`launch_with_fallback` owns the rest:
 
-* the order: the sweep's types in order, each in the zones the cloud offers for it, in order;
-  spot first and then, where the cloud allows it, the same order on-demand;
+* the order: the sweep's types in order, each in the zones the cloud offers for it, in order
+  (a spot launch in the order a spot policy prefers, :func:`preferred_order`); spot first and
+  then, where the cloud allows it, the same order on-demand;
 * what an error means: :class:`CapacityError`, or :class:`NotFoundError` (the type is not
   offered there), moves on to the next zone; :class:`QuotaError` skips the rest of that type
   (a quota holds for every zone); anything else (credentials, throttling the cloud's own retries
@@ -26,6 +27,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from cloud._provider import CapacityError, NotFoundError, ProviderError, QuotaError
 from worker.records import Instance
@@ -36,6 +38,18 @@ log = logging.getLogger(__name__)
 TryLaunch = Callable[[str, str | None, int, bool], list[Instance]]
 
 _Key = tuple[bool, str, str | None]     # (spot, instance type, zone)
+Z = TypeVar("Z", bound=str | None)
+
+
+def preferred_order(zones: Sequence[Z], preferred: Sequence[str]) -> list[Z]:
+    """The zones of ``zones`` that ``preferred`` names, in ``preferred``'s order; all of
+    ``zones``, in their own order, when it names none of them (:class:`cloud.ZonedSpot`).
+
+    >>> preferred_order(["a", "b", "c"], ["c", "x", "a"]), preferred_order(["a", "b"], ["x"])
+    (['c', 'a'], ['a', 'b'])
+    """
+    known: list[Z] = [z for p in dict.fromkeys(preferred) for z in zones if z == p]
+    return known if known else list(zones)
 
 
 def fallback_types(instance_type: str, types: Sequence[str]) -> list[str]:

@@ -14,10 +14,12 @@ Catalog names follow ``budgets/data/prices.csv``: a machine type with built-in G
 A launch creates its VMs concurrently (one insert and one operation wait per VM, a few at
 once), each falling back through :func:`cloud._fallback.launch_with_fallback` (shared with
 AWS): a stockout tries the next zone, then the next machine type in ``machine_types`` after the
-asked one; a quota error skips to the next type. Throttling is retried here with jittered
-exponential backoff (``google.api_core.retry.Retry``); errors arrive either as HTTP errors on
-the insert call or inside the finished zone operation, and both go through the same mapping
-(:func:`map_gcp_error`).
+asked one; a quota error skips to the next type. Spot launches walk the zones in the order a
+spot policy last preferred (:meth:`GcpProvider.prefer_zones`, the :class:`cloud.ZonedSpot`
+interface: each zone's spot price is its region's in the price book). Throttling is retried
+here with jittered exponential backoff (``google.api_core.retry.Retry``); errors arrive either
+as HTTP errors on the insert call or inside the finished zone operation, and both go through
+the same mapping (:func:`map_gcp_error`).
 
 Spot VMs use ``provisioningModel=SPOT`` with ``instanceTerminationAction=DELETE``; a VM that
 Compute Engine took back is found through the zone's ``compute.instances.preempted``
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from budgets import Clock, InstanceType, PriceBook, RealClock
 from cloud._bootstrap import startup_script
-from cloud._fallback import fallback_types, launch_with_fallback
+from cloud._fallback import fallback_types, launch_with_fallback, preferred_order
 from cloud._provider import (
     AuthError,
     Bootstrap,
@@ -260,7 +262,8 @@ class GcpProvider:
 
     Args:
         project: the GCP project id.
-        zones: zones to try, in order (e.g. ``["us-central1-a", "us-central1-b"]``).
+        zones: zones to try, in order (e.g. ``["us-central1-a", "us-central1-b"]``); spot
+            launches walk them in the order :meth:`prefer_zones` last gave.
         machine_types: catalog names to fall back to, in order, after the one a launch asks for.
         bootstrap: what each VM runs (broker URL, secret name, storage); without it VMs get no
             startup script (a custom image must start the worker itself).
@@ -325,6 +328,9 @@ class GcpProvider:
         # the inserts of one launch): they share the clients and ``_known``.
         self._lock = threading.RLock()
         self._deleted_by_us: set[str] = set()
+        # The zones spot launches walk, in order (prefer_zones); ``zones`` stays what list,
+        # terminate and cleanup scan.
+        self._spot_walk: tuple[str, ...] = ()
 
     # -- catalog ----------------------------------------------------------------------------
     def _catalog(self, instance_type: str, zone: str | None = None) -> InstanceType:
@@ -339,8 +345,23 @@ class GcpProvider:
                                 f"{exc.args[0]}") from None
 
     def price_per_hour(self, instance_type: str, spot: bool = False) -> float:
-        """List price per hour in the first zone's region (from the price book)."""
-        return self._price(instance_type, self.zones[0], spot)
+        """List price per hour (from the price book), the highest over the zones' regions: a
+        launch may land in any of them, and budgets must not count less."""
+        return max(self._price(instance_type, zone, spot) for zone in self.zones)
+
+    def spot_price_in(self, zone: str, instance_type: str) -> float:
+        """The spot price per hour in ``zone``'s region (from the price book; the on-demand
+        price where the type has no spot price)."""
+        try:
+            return self._catalog(instance_type, zone).hourly(True, fallback=True)
+        except LookupError as exc:
+            raise ProviderError(str(exc)) from None
+
+    def prefer_zones(self, zones: Sequence[str]) -> None:
+        """Have the next spot launches walk these zones, in this order (zones not in
+        ``zones`` are ignored; none left: the configured order). On-demand launches, and
+        ``list``, ``terminate`` and ``cleanup``, keep the configured zones."""
+        self._spot_walk = tuple(preferred_order(self.zones, zones))
 
     def _price(self, instance_type: str, zone: str, spot: bool) -> float:
         try:
@@ -421,7 +442,8 @@ class GcpProvider:
                tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
         """Create ``count`` VMs, each running one ``elastune worker`` on a queue named after it.
 
-        Tries ``instance_type`` in each zone, then the types after it in ``machine_types``.
+        Tries ``instance_type`` in each zone (spot: in the order :meth:`prefer_zones` gave),
+        then the types after it in ``machine_types``.
         Returns the VMs it created (possibly fewer than ``count``, never none: with none it
         raises the :class:`CapacityError` / :class:`QuotaError` / other error that stopped it).
         """
@@ -455,9 +477,10 @@ class GcpProvider:
 
         self._client("instances")
         self._client("operations")
+        walk = list(self._spot_walk or self.zones) if spot else list(self.zones)
         # One insert (and one operation wait) per VM, PARALLEL_INSERTS at once: each VM walks
         # the fallback on its own, so one that stocks out moves on while the others go ahead.
-        return launch_with_fallback(try_launch, count, priced, lambda _: self.zones, spot,
+        return launch_with_fallback(try_launch, count, priced, lambda _: walk, spot,
                                     per_call=1, width=PARALLEL_INSERTS, reason=_reason,
                                     cloud="GCP")
 

@@ -62,7 +62,8 @@ class Bootstrap:
 class ZonedSpot(Protocol):
     """A provider that offers spot capacity in ``zones``, each at its own spot price; its spot
     launches walk the zones a spot policy prefers, in that order
-    (:meth:`budgets.SpotPolicy.zone_order`)."""
+    (:meth:`budgets.SpotPolicy.zone_order`). AWS, GCP and the simulated provider are ones:
+    ``prefer_zones`` orders spot launches only, never what ``list`` or ``cleanup`` scan."""
 
     zones: list[str]
 

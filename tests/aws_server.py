@@ -9,7 +9,9 @@ state, e.g. to have EC2 interrupt a spot instance). In front of it a small HTTP 
 * records every request's action and parameters, so a test can see what was tried;
 * gives ``RunInstances`` AWS's meaning of ``MinCount``/``MaxCount`` (moto launches
   ``MinCount`` instances; AWS launches as many as it can up to ``MaxCount``), optionally
-  capped by ``launch_limit`` to play a partial launch.
+  capped by ``launch_limit`` to play a partial launch;
+* sets the ``spotPrice`` of moto's ``DescribeSpotPriceHistory`` answer per zone from
+  ``spot_prices`` (moto reports one fixed price everywhere; EC2's differ by zone).
 
 Clients are real boto3 clients over HTTP with fake credentials; nothing stands in for boto3.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 import threading
 import urllib.request
 import uuid
@@ -173,6 +176,8 @@ class _Proxy(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", resp.getheader("Content-Length") or "0")
                 self.end_headers()
             else:
+                if protocol == "query" and action == "DescribeSpotPriceHistory":
+                    data = fake._spot_price_body(data)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -207,6 +212,7 @@ class FakeAws:
         self.faults: list[Fault] = []
         self.calls: list[Call] = []
         self.launch_limit: int | None = None
+        self.spot_prices: dict[str, str] = {}     # zone -> the spot price EC2 reports there
         self._image_id: str | None = None
 
     # -- what the proxy does ----------------------------------------------------------------
@@ -226,6 +232,20 @@ class FakeAws:
             wanted = min(wanted, self.launch_limit)
         out["MinCount"] = out["MaxCount"] = str(wanted)
         return urlencode(out).encode()
+
+    def _spot_price_body(self, data: bytes) -> bytes:
+        with self._lock:
+            prices = dict(self.spot_prices)
+
+        def item(m: re.Match[bytes]) -> bytes:
+            zone = re.search(rb"<availabilityZone>([^<]*)</availabilityZone>", m.group(0))
+            price = prices.get(zone.group(1).decode()) if zone else None
+            if price is None:
+                return m.group(0)
+            return re.sub(rb"<spotPrice>[^<]*</spotPrice>",
+                          f"<spotPrice>{price}</spotPrice>".encode(), m.group(0))
+
+        return re.sub(rb"<item>.*?</item>", item, data, flags=re.S) if prices else data
 
     # -- what tests use ---------------------------------------------------------------------
     def fail(self, action: str, code: str, *, match: Mapping[str, str] | None = None,
@@ -250,6 +270,7 @@ class FakeAws:
             self.faults.clear()
             self.calls.clear()
             self.launch_limit = None
+            self.spot_prices.clear()
 
     def client(self, service: str, region: str = REGION) -> Any:
         import boto3

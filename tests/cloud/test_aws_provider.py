@@ -23,6 +23,7 @@ from cloud._provider import (
     ProviderError,
     QuotaError,
     ThrottledError,
+    ZonedSpot,
 )
 from tests.aws_server import (  # noqa: F401 - the fixtures aws, aws_env, aws_server
     REGION,
@@ -317,6 +318,63 @@ def test_everything_exhausted(aws):
     assert p.list() == []
 
 
+# -- zones a spot policy orders (cloud.ZonedSpot) -----------------------------------------------
+
+@pytest.mark.slow
+def test_spot_launches_walk_the_preferred_zones(aws):
+    p = provider(aws, zones=["us-east-1a", "us-east-1b"])
+    assert isinstance(p, ZonedSpot) and p.zones == ["us-east-1a", "us-east-1b"]
+    p.prefer_zones(["us-east-1b", "us-east-1z", "us-east-1a"])      # an unknown zone: ignored
+    (first,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
+    aws.fail("RunInstances", "InsufficientInstanceCapacity",
+             match={"InstanceType": "g4dn.xlarge", "Placement.AvailabilityZone": "us-east-1b"})
+    (second,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
+    (third,) = p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})     # on-demand
+    assert [first.zone, second.zone, third.zone] == ["us-east-1b", "us-east-1a", "us-east-1a"]
+    assert launches(aws) == [("g4dn.xlarge", "us-east-1b"),
+                             ("g4dn.xlarge", "us-east-1b"), ("g4dn.xlarge", "us-east-1a"),
+                             ("g4dn.xlarge", "us-east-1a")]     # on-demand: configured order
+    assert p.zones == ["us-east-1a", "us-east-1b"]
+    ids = {first.instance_id, second.instance_id, third.instance_id}
+    assert {i.instance_id for i in p.terminate(sorted(ids))} == ids
+    p.prefer_zones(["us-east-1z"])                  # none known: the configured order again
+    aws.faults.clear()
+    (again,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
+    assert again.zone == "us-east-1a"
+
+
+def test_discovered_zones_are_ordered_once_known(aws):
+    p = provider(aws)                           # no zones: those that offer the type
+    assert p.zones == []                        # none known before a launch looked them up
+    p.launch(1, "g4dn.xlarge", tags={"experiment": "e"})
+    assert len(p.zones) > 1 and "us-east-1c" in p.zones
+    p.prefer_zones(["us-east-1c", "us-east-1a"])
+    (inst,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
+    assert inst.zone == "us-east-1c"
+    # Another type walks the preferred zones that offer it.
+    (other,) = p.launch(1, "g5.xlarge", spot=True, tags={"experiment": "e"})
+    assert other.zone == "us-east-1c"
+
+
+@pytest.mark.slow
+def test_spot_prices_by_zone_and_the_zone_each_instance_pays(aws):
+    aws.spot_prices = {"us-east-1a": "0.30", "us-east-1b": "0.25", "us-east-1c": "0.40"}
+    p = provider(aws, zones=["us-east-1a", "us-east-1b"], live_spot_prices=True)
+    assert p.spot_price_in("us-east-1a", "g4dn.xlarge") == pytest.approx(0.30)
+    assert p.spot_price_in("us-east-1b", "g4dn.xlarge") == pytest.approx(0.25)
+    # Budgets count the dearest zone a launch may use (1c is not one).
+    assert p.price_per_hour("g4dn.xlarge", spot=True) == pytest.approx(0.30)
+    p.prefer_zones(["us-east-1b"])
+    (inst,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "e"})
+    assert (inst.zone, inst.price_per_hour) == ("us-east-1b", pytest.approx(0.25))
+    assert [i.price_per_hour for i in p.list("e")] == [pytest.approx(0.25)]
+    assert len(aws.requests("DescribeSpotPriceHistory")) == 1       # one read, cached
+    # Without live prices, every zone has the catalog's.
+    book = provider(aws, zones=["us-east-1a", "us-east-1b"])
+    assert book.spot_price_in("us-east-1a", "g4dn.xlarge") == pytest.approx(0.21)
+    assert book.spot_price_in("us-east-1b", "g4dn.xlarge") == pytest.approx(0.21)
+
+
 def test_throttled_launch_is_retried_with_the_same_token(aws):
     aws.fail("RunInstances", "RequestLimitExceeded", times=2)
     clock = SimClock(0.0)
@@ -560,7 +618,7 @@ def test_live_spot_prices_come_from_the_spot_price_history(aws):
     price = p.price_per_hour("g4dn.xlarge", spot=True)
     assert price == pytest.approx(max(newest.values()))      # the dearest allowed zone
     (out,) = p.launch(1, "g4dn.xlarge", spot=True, tags={"experiment": "exp1"})
-    assert out.price_per_hour == pytest.approx(price)         # what the ledger will charge
+    assert out.price_per_hour == pytest.approx(newest[out.zone])   # what the ledger charges
     assert p.price_per_hour("g4dn.xlarge") == pytest.approx(0.526)   # on demand: the catalog
     assert len(aws.requests("DescribeSpotPriceHistory")) == 1       # cached
 

@@ -25,8 +25,9 @@ from cloud import (
     ProviderError,
     QuotaError,
     ThrottledError,
+    ZonedSpot,
 )
-from cloud._fallback import fallback_types, launch_with_fallback
+from cloud._fallback import fallback_types, launch_with_fallback, preferred_order
 from tuner.sim import SimProvider
 from worker.records import Instance
 
@@ -124,6 +125,13 @@ def test_fallback_types_start_at_the_asked_one():
     assert fallback_types("b", ["a", "b", "c"]) == ["b", "c"]
     assert fallback_types("x", ["a", "b"]) == ["x", "a", "b"]
     assert fallback_types("a", ["a", "b", "a"]) == ["a", "b"]
+
+
+def test_a_preferred_order_keeps_the_zones_it_names_in_its_order():
+    assert preferred_order(["a", "b", "c"], ["c", "x", "a", "c"]) == ["c", "a"]
+    assert preferred_order(["a", "b"], ["x"]) == ["a", "b"]       # none known: all, as given
+    assert preferred_order(["a", "b"], []) == ["a", "b"]
+    assert preferred_order([None], ["a"]) == [None]                # the cloud picks
 
 
 def test_bad_arguments_are_refused():
@@ -250,3 +258,15 @@ def test_both_clouds_declare_the_storage_and_secret_verbs(tmp_path):
     local = LocalProvider("redis://localhost:6379/0", log_dir=tmp_path)
     for provider in (local, SimProvider(SimClock(0.0))):
         assert not isinstance(provider, CloudServices)
+
+
+def test_both_clouds_let_a_spot_policy_order_their_zones():
+    """What the controller checks before it orders zones (tuner/_plan_following.py)."""
+    zoned = AwsProvider("us-east-1", ["g5.xlarge"], image_id="ami-0abc",
+                        zones=["us-east-1a", "us-east-1b"])
+    unzoned = AwsProvider("us-east-1", ["g5.xlarge"], image_id="ami-0abc")
+    gcp = GcpProvider("project", ["us-central1-a", "us-central1-b"], ["g2-standard-4"])
+    assert all(isinstance(p, ZonedSpot) for p in (zoned, unzoned, gcp))
+    assert zoned.zones == ["us-east-1a", "us-east-1b"] and len(gcp.zones) == 2
+    assert unzoned.zones == []          # zones not looked up yet: nothing to order (no call)
+    assert gcp.spot_price_in("us-central1-b", "g2-standard-4") == pytest.approx(0.28)

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from google.api_core import exceptions as gexc  # noqa: E402
 from google.api_core.retry import Retry  # noqa: E402
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
+from budgets import PriceBook  # noqa: E402
 from cloud._gcp import (  # noqa: E402
     DEFAULT_IMAGE,
     GcpProvider,
@@ -40,6 +42,7 @@ from cloud._provider import (  # noqa: E402
     ProviderError,
     QuotaError,
     ThrottledError,
+    ZonedSpot,
 )
 from tests.gce_server import FakeGoogleCloud  # noqa: E402
 from worker.records import InstanceState  # noqa: E402
@@ -59,13 +62,13 @@ def fake():
         yield server
 
 
-def make(fake: FakeGoogleCloud, types=(L4, T4), **kwargs) -> GcpProvider:
+def make(fake: FakeGoogleCloud, types=(L4, T4), zones=ZONES, **kwargs) -> GcpProvider:
     kwargs.setdefault("bootstrap", Bootstrap(
         broker_url="rediss://10.128.0.2:6380/0",
         secret_name=f"projects/{PROJECT}/secrets/elastune-broker/versions/latest",
         storage_uri="gs://elastune-test/exp"))
     kwargs.setdefault("retry", Retry(initial=0.01, maximum=0.05, multiplier=2, timeout=5))
-    return GcpProvider(PROJECT, ZONES, list(types), api_endpoint=fake.url,
+    return GcpProvider(PROJECT, zones, list(types), api_endpoint=fake.url,
                        credentials=AnonymousCredentials(), **kwargs)
 
 
@@ -287,6 +290,62 @@ def test_an_unreachable_api_is_retried_then_throttled():
                            retry=Retry(initial=0.01, maximum=0.02, timeout=0.2))
     with pytest.raises(ThrottledError, match="cannot reach the API"):
         provider.list()
+
+
+# -- zones a spot policy orders (cloud.ZonedSpot) ---------------------------------------------
+
+def listed_zones(fake: FakeGoogleCloud) -> set[str]:
+    """The zones whose instances were listed."""
+    return {m.group(1) for r in fake.requests if r.method == "GET" and (m := re.fullmatch(
+        r"/compute/v1/projects/[^/]+/zones/([^/]+)/instances", r.path))}
+
+
+def test_spot_launches_walk_the_preferred_zones_and_list_sees_every_zone(fake):
+    provider = make(fake)
+    assert isinstance(provider, ZonedSpot)
+    provider.prefer_zones([ZONES[1], "europe-west4-a", ZONES[0]])   # an unknown zone: ignored
+    [first] = provider.launch(1, L4, spot=True, tags={"experiment": "e"})
+    fake.fail_inserts("stockout", machine_type=L4, zone=ZONES[1])
+    [second] = provider.launch(1, L4, spot=True, tags={"experiment": "e"})
+    [third] = provider.launch(1, L4, tags={"experiment": "e"})        # on-demand
+    assert [first.zone, second.zone, third.zone] == [ZONES[1], ZONES[0], ZONES[0]]
+    assert inserts(fake) == [(ZONES[1], L4), (ZONES[1], L4), (ZONES[0], L4),
+                             (ZONES[0], L4)]               # on-demand: the configured order
+    assert provider.zones == ZONES
+    # list, terminate and a fresh provider (a resumed controller) still cover every zone.
+    ids = {first.instance_id, second.instance_id, third.instance_id}
+    fake.requests.clear()
+    assert {i.instance_id for i in make(fake).list("e")} == ids
+    assert listed_zones(fake) == set(ZONES)
+    assert {i.instance_id for i in provider.terminate(sorted(ids))} == ids
+    assert make(fake).list("e") == []
+    provider.prefer_zones(["europe-west4-a"])       # none known: the configured order again
+    [again] = provider.launch(1, L4, spot=True, tags={"experiment": "e"})
+    assert again.zone == ZONES[0]
+
+
+def test_spot_prices_are_the_zone_regions(fake):
+    central = PriceBook().get("gcp", L4, "us-central1")
+    book = PriceBook.from_types([*PriceBook(), replace(central, region="us-east1",
+                                                       on_demand_per_hour=0.75,
+                                                       spot_per_hour=0.31)])
+    zones = ["us-central1-a", "us-east1-b"]
+    provider = make(fake, types=[L4], zones=zones, prices=book)
+    assert provider.spot_price_in("us-central1-a", L4) == pytest.approx(0.28)
+    assert provider.spot_price_in("us-east1-b", L4) == pytest.approx(0.31)
+    # Budgets count the dearest region a launch may use.
+    assert provider.price_per_hour(L4, spot=True) == pytest.approx(0.31)
+    assert provider.price_per_hour(L4) == pytest.approx(0.75)
+    provider.prefer_zones(["us-east1-b"])
+    [east] = provider.launch(1, L4, spot=True, tags={"experiment": "e"})
+    provider.prefer_zones(["us-central1-a"])
+    [central_vm] = provider.launch(1, L4, spot=True, tags={"experiment": "e"})
+    assert [(east.zone, east.price_per_hour), (central_vm.zone, central_vm.price_per_hour)] == [
+        ("us-east1-b", pytest.approx(0.31)), ("us-central1-a", pytest.approx(0.28))]
+    again = make(fake, types=[L4], zones=zones, prices=book)    # a resumed controller's
+    listed = {i.instance_id: i.price_per_hour for i in again.list("e")}
+    assert listed == {east.instance_id: pytest.approx(0.31),
+                      central_vm.instance_id: pytest.approx(0.28)}
 
 
 # -- preemption -------------------------------------------------------------------------------
