@@ -128,9 +128,9 @@ def run_task_seed(data_dir: str, traces_dir: str, task: Task, seed: int, unit: i
     sweep = {"scheduler": sha_scheduler(task), "num_trials": n, "provider": provider,
              "max_failures": 0,
              "profile": {"seconds_per_step": task.s_per_step, "boot_s": [BOOT.low, BOOT.high]}}
-    world = dict(seed=seed, step_noise=STEP_NOISE, time_scale=task.time_scale)
-    base = simulate({**sweep, "provider": {**provider, "scaling": "static", "workers": n}},
-                    curves, **world, time_budget=None, cost_budget=NO_CAP_USD)
+    static = {**sweep, "provider": {**provider, "scaling": "static", "workers": n}}
+    base = simulate(static, curves, seed=seed, step_noise=STEP_NOISE,
+                    time_scale=task.time_scale, time_budget=None, cost_budget=NO_CAP_USD)
     compression = max(1.0, trace_hours * 3600.0 / base.wall_s)
     replay = replay_for(traces, None, seed=seed, compression=compression)
     faults = SimFaults(spot_notice_s=NOTICE_S)
@@ -144,8 +144,9 @@ def run_task_seed(data_dir: str, traces_dir: str, task: Task, seed: int, unit: i
             budget = None if od_spend is None else BUDGET_X * od_spend
             r = simulate({**sweep, "provider": {**provider, "spot": spot,
                                                 "zones": zones if everywhere else [home]}},
-                         curves, **world, spot_traces=replay, faults=faults,
-                         time_budget=deadline, cost_budget=budget, raise_errors=False)
+                         curves, seed=seed, step_noise=STEP_NOISE, time_scale=task.time_scale,
+                         spot_traces=replay, faults=faults, time_budget=deadline,
+                         cost_budget=budget, raise_errors=False)
             if name == "on-demand":
                 od_spend = r.spend_usd
             instances = r.store.instances()
@@ -282,10 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     tasks = select_tasks(data_dir, quick=args.quick, max_tasks=max_tasks, full_fits=False,
                          log=lambda m: err.print(f"[dim]{m}[/]"))
-    if args.quick:
-        seen: set[str] = set()
-        tasks = [t for t in tasks if not (t.name.split("/")[0] in seen
-                                          or seen.add(t.name.split("/")[0]))]
+    if args.quick:   # one task per set
+        firsts: dict[str, Task] = {}
+        for t in tasks:
+            firsts.setdefault(t.name.split("/")[0], t)
+        tasks = list(firsts.values())
     if not tasks:
         err.print(f"no usable task in {data_dir}")
         return 1
