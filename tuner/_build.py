@@ -38,6 +38,7 @@ from tuner._planning import (
     plan_instance,
     profile_for,
     replanner_for,
+    space_size,
     spot_policy_for,
     static_plan_for,
 )
@@ -72,7 +73,8 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
                      ) -> Controller:
     """The controller that runs ``sweep`` (shaped by :func:`shaped`) from ``plan`` on
     ``parts``. ``chosen``: the planner chose the number of trials (it may start more
-    brackets); ``prior``: the spend and wall seconds of the experiment's earlier runs."""
+    brackets, and an asynchronous sweep admits more trials while a worker would idle);
+    ``prior``: the spend and wall seconds of the experiment's earlier runs."""
     scaling, replanner = scaling_for(sweep, plan, chosen)
     if replanner is None:
         # A fixed cluster: store what the planner predicts for it, for planned vs actual.
@@ -98,7 +100,8 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         store=parts.store, clock=parts.clock, settings=parts.settings,
         observer=parts.observer, scaling=scaling, replanner=replanner,
         reallocation=reallocation_for(sweep, plan),
-        more_brackets=chosen and replanner is not None,
+        more_brackets=chosen and replanner is not None, fill_idle=chosen,
+        max_trials=space_size(sweep) if chosen else None,
         pool_plan=(lambda n: fixed_plan(sweep, plan, n)) if sweep.provider.type == "pool"
         else None, warm=parts.warm, hooks=hooks_for(sweep, parts, experiment_id))
 
