@@ -70,8 +70,8 @@ class Controller:
         HyperSched's deadline policy (None: every trial runs on ``gpus_per_trial`` and
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
         chose, which may start another bracket with time and budget left; ``fill_idle``: a
-        sweep whose number of trials the planner chose, which under asynchronous halving
-        admits more trials while a worker would idle and the budgets allow
+        sweep whose number of trials the planner chose, which under asynchronous halving on
+        a fixed cluster admits more trials while a worker would idle and the budgets allow
         (:meth:`PlanFollowing.admit_idle`), no more than ``max_trials`` in all (a finite
         space's size; None: no limit); ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned

@@ -1,7 +1,8 @@
-"""A sweep whose number of trials the planner chose keeps every worker busy under ASHA: when a
-worker is free and the scheduler has no job for it, the controller admits one more trial if
-the budgets allow (journaled, so a resumed sweep replays it). Synchronous halving and a sweep
-of a given number of trials run as before."""
+"""A sweep whose number of trials the planner chose keeps every worker of a fixed cluster busy
+under ASHA: when a worker is free and the scheduler has no job for it, the controller admits one
+more trial if the budgets allow (journaled, so a resumed sweep replays it). Synchronous
+halving, a cluster that follows the plan and a sweep of a given number of trials run as
+before."""
 
 from __future__ import annotations
 
@@ -103,6 +104,15 @@ def test_a_chosen_count_sweep_admits_only_what_ends_before_its_deadline():
     assert extra and max(r["started_at"] for r in extra) + 15.0 <= 300.0 + 1e-6
 
 
+def test_a_cluster_that_follows_the_plan_starts_another_bracket_instead():
+    # Its idle workers go, and its re-planner plans the next bracket (ASHA: more trials) on
+    # a cluster sized for it once the sweep has ended.
+    run = simulate(_sweep(provider={**SWEEP["provider"], "scaling": "plan"}), Synth(n=81),
+                   seed=0, time_budget=None, cost_budget=2.0)
+    kinds = [e["kind"] for e in run.store.journal()]
+    assert "admit" not in kinds and "bracket" in kinds and run.budget_respected
+
+
 def test_synchronous_halving_and_a_given_count_keep_their_count():
     sha = simulate(_sweep(scheduler={**SWEEP["scheduler"], "type": "sha"}), Synth(n=81),
                    seed=0, time_budget=None, cost_budget=2.0)
@@ -179,3 +189,22 @@ def test_a_stopped_chosen_count_sweep_replays_its_admissions_on_resume(tmp_path)
         == finished
     assert all(rows[t]["last_step"] >= step for t, (step, _, _) in before.items())
     assert _admitted(store) > admitted and len(rows) == spec.num_trials + _admitted(store)
+
+
+def test_a_finished_chosen_count_sweep_has_work_on_resume_only_with_larger_budgets(tmp_path):
+    # With larger budgets a resumed sweep may admit more (it asked when its workers idled);
+    # with those it ended on, it asked then and was refused.
+    from tuner._config import load_sweep
+    from tuner._tune import _nothing_to_do
+
+    kw = {"seed": 0, "time_budget": None, "cost_budget": 1.5}
+    space = {"config": {"choice": list(range(20))}}
+    run = simulate(_sweep(space=space), Synth(n=20), store_path=tmp_path / "exp", **kw)
+    row = run.store.experiment()
+    assert row["message"] == "done" and _admitted(run.store) > 0
+    # The sweep as resume loads it: with the count the planner chose.
+    spec = shaped(simulated_sweep(_sweep(space=space), Synth(n=20), **kw))[0]
+    assert _nothing_to_do(spec, run.store, row, chosen=True)
+    larger = load_sweep(spec, cost_budget=3.0)
+    assert not _nothing_to_do(larger, run.store, row, chosen=True)
+    assert _nothing_to_do(larger, run.store, row, chosen=False)     # a count the user set
