@@ -5,7 +5,8 @@ The sweep: ASHA (eta 3, rungs 1 .. R) over the task's n trials on a fixed local 
 workers at the benchmark's price per hour, ``max_failures: 0`` (a diverged curve fails the same
 way again), and the sampler of the variant (``VARIANTS``): ``tune()``'s default when the sweep
 names none, ``random``, ``tpe`` or ``bohb``, or the default one under PASHA
-(``scheduler.pasha``). A trial's params are a point of the task's
+(``scheduler.pasha``), or the default one with ``num_trials`` left to the planner. A trial's
+params are a point of the task's
 hyperparameter space (``simulate(trial_params="hyperparameters")``: the columns of the recorded
 configurations, as the peers see them), and it replays the recorded configuration nearest to
 them; a task whose configurations have no varying column is replayed by index.
@@ -33,6 +34,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "elastune-tpe": {"sampler": "tpe"},
     "elastune-bohb": {"sampler": "bohb"},
     "elastune-pasha": {"scheduler": {"pasha": True}},
+    # The default sweep with ``num_trials`` left out: the planner chooses the count, and a
+    # worker the scheduler has no job for gets a new trial while the budget allows.
+    "elastune-chosen": {"num_trials": None},
 }
 
 

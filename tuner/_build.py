@@ -38,12 +38,13 @@ from tuner._planning import (
     plan_instance,
     profile_for,
     replanner_for,
+    space_size,
     spot_policy_for,
     static_plan_for,
 )
 from tuner._sampling import Sampler
 from tuner._store import Store
-from tuner.schedulers import Scheduler, make_scheduler, rung_steps
+from tuner.schedulers import Admitting, Scheduler, make_scheduler, rung_steps
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,9 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
                      ) -> Controller:
     """The controller that runs ``sweep`` (shaped by :func:`shaped`) from ``plan`` on
     ``parts``. ``chosen``: the planner chose the number of trials (it may start more
-    brackets); ``prior``: the spend and wall seconds of the experiment's earlier runs."""
+    brackets, and an asynchronous sweep on a fixed cluster admits more trials while a worker
+    would idle);
+    ``prior``: the spend and wall seconds of the experiment's earlier runs."""
     scaling, replanner = scaling_for(sweep, plan, chosen)
     if replanner is None:
         # A fixed cluster: store what the planner predicts for it, for planned vs actual.
@@ -98,9 +101,18 @@ def build_controller(sweep: SweepConfig, plan: Plan, parts: Parts, *, experiment
         store=parts.store, clock=parts.clock, settings=parts.settings,
         observer=parts.observer, scaling=scaling, replanner=replanner,
         reallocation=reallocation_for(sweep, plan),
-        more_brackets=chosen and replanner is not None,
+        more_brackets=chosen and replanner is not None, fill_idle=chosen and fills_idle(sweep),
+        max_trials=space_size(sweep) if chosen else None,
         pool_plan=(lambda n: fixed_plan(sweep, plan, n)) if sweep.provider.type == "pool"
         else None, warm=parts.warm, hooks=hooks_for(sweep, parts, experiment_id))
+
+
+def fills_idle(sweep: SweepConfig) -> bool:
+    """Whether the sweep, when the planner chose its number of trials, admits more trials
+    while a worker would idle (``PlanFollowing.admit_idle``): asynchronous halving on a fixed
+    cluster (whose idle workers are billed anyway) with a cost budget."""
+    return (isinstance(scheduler_for(sweep), Admitting) and sweep.cost_budget_usd is not None
+            and not sweep.provider.follows_plan and sweep.provider.scaling != "release-idle")
 
 
 def hooks_for(sweep: SweepConfig, parts: Parts, experiment_id: str) -> Hooks:

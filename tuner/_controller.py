@@ -60,6 +60,7 @@ class Controller:
                  observer: Callable[[dict[str, Any]], None] | None = None,
                  scaling: ScalingPolicy | None = None, replanner: Replanning | None = None,
                  reallocation: Reallocation | None = None, more_brackets: bool = False,
+                 fill_idle: bool = False, max_trials: int | None = None,
                  pool_plan: Callable[[int], Plan] | None = None,
                  warm: WarmPool | None = None,
                  hooks: Hooks | None = None) -> None:
@@ -68,7 +69,11 @@ class Controller:
         FollowPlan policy follows; one is set if there is no policy); ``reallocation``:
         HyperSched's deadline policy (None: every trial runs on ``gpus_per_trial`` and
         admission stays open); ``more_brackets``: a sweep whose number of trials the planner
-        chose, which may start another bracket with time and budget left; ``pool_plan``: on
+        chose, which may start another bracket with time and budget left; ``fill_idle``: a
+        sweep whose number of trials the planner chose, which under asynchronous halving on
+        a fixed cluster admits more trials while a worker would idle and the budgets allow
+        (:meth:`PlanFollowing.admit_idle`), no more than ``max_trials`` in all (a finite
+        space's size; None: no limit); ``pool_plan``: on
         a shared pool, the fixed-cluster plan for a pool of that many trial slots (re-planned
         and stored whenever the pool's size changes); ``warm``: VMs kept warm between sweeps
         (taken up before launching; this sweep's idle ones kept at its end); ``hooks``: the
@@ -99,7 +104,7 @@ class Controller:
         self.plans = plans = PlanFollowing(
             spec, settings, state=state, scheduler=journaled, cluster=cluster, ledger=ledger,
             store=store, executor=executor, scaling=scaling, replanner=replanner,
-            more_brackets=more_brackets)
+            more_brackets=more_brackets, fill_idle=fill_idle, max_trials=max_trials)
         # What the sweep has measured of its trainable (step times, segment times, paces).
         self.timings = plans.timings = Timings(
             settings.prior_s_per_step, plans.steps_weight,
@@ -273,15 +278,18 @@ class Controller:
                 self._close_admission(f"the plan is down to {state.admit_limit} trials")
             with self.store.atomic():
                 # The job and its new trial's row, both or neither.
-                job = self.journaled.next_job(f"t{len(state.trials) + 1:04d}")
+                new_id = f"t{len(state.trials) + 1:04d}"
+                job = self.journaled.next_job(new_id)
+                if job is None and self.plans.admit_idle(
+                        now, self._expected_s(self.plans.first_rung_steps)):
+                    job = self.journaled.next_job(new_id)
                 if job is None:
                     state.starved, state.queued = True, False
                     self.cluster.unclaim(inst.instance_id)
                     return
                 trial = self._trial_for(job, now)
             state.starved = False
-            steps = job.to_step - trial.step
-            expected_end = now + steps * self.timings.seconds_per_step() * 1.5
+            expected_end = now + self._expected_s(job.to_step - trial.step)
             self.cluster.bill(inst.instance_id, now)
             if not self.ledger.can_commit(inst.instance_id, expected_end, now):
                 self.cluster.unclaim(inst.instance_id)
@@ -299,6 +307,11 @@ class Controller:
                      else self.deadline_policy.width(trial, job, inst, slots_needed))
             segment_id = self.segments.submit(trial, job, inst, slots, now)
             self.ledger.reserve(inst.instance_id, expected_end, segment_id)
+
+    def _expected_s(self, steps: int) -> float:
+        """The seconds a segment of ``steps`` steps is reserved for: half again the recent
+        median step time (the ledger commits the money for them)."""
+        return steps * self.timings.seconds_per_step() * 1.5
 
     def _trial_for(self, job: Job, now: float) -> TrialRecord:
         if not job.new:

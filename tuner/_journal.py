@@ -3,7 +3,7 @@
 The controller writes every call that changes its scheduler's state to the store (a job it
 committed, a rung reached, a trial that ended, a job lost, admission closed, a stage decided
 early, a stage's promotions limited or widened or one handed out first, a new bracket
-started) in order.
+started, more trials admitted while trials still run) in order.
 Schedulers are pure and deterministic, so the same calls in the same order into a fresh
 scheduler rebuild the same rungs, promotions and brackets; each replayed job is checked against
 the journal, and a mismatch (a journal from another scheduler or another version) is an error,
@@ -85,6 +85,12 @@ def _apply(scheduler: Scheduler, n: int, e: Mapping[str, Any]) -> None:
             raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
                                "start a new bracket")
         start(int(e["step"]))
+    elif kind == "admit":
+        admit = getattr(scheduler, "admit_more", None)
+        if admit is None:
+            raise RestoreError(f"journal entry {n}: {type(scheduler).__name__} cannot "
+                               "admit more trials while trials run")
+        admit(int(e["step"]))
     elif kind == "limit":
         pass  # the controller's: a re-plan admits no more than ``step`` trials
     else:

@@ -3,13 +3,22 @@ entry a resumed sweep replays it from are one operation (see :mod:`tuner._journa
 
 Capabilities beyond :class:`tuner.schedulers.Scheduler` are checked once, here: ``staged`` is
 the scheduler when it is synchronous successive halving, ``rungs`` its ladder when it has one,
-``bracketed`` the scheduler when it can start another bracket (None otherwise).
+``bracketed`` the scheduler when it can start another bracket, ``admitting`` when it can admit
+more trials while trials still run (None otherwise).
 """
 
 from __future__ import annotations
 
 from tuner._store import Store
-from tuner.schedulers import Bracketed, Job, Laddered, Scheduler, Staged, TrialStatus
+from tuner.schedulers import (
+    Admitting,
+    Bracketed,
+    Job,
+    Laddered,
+    Scheduler,
+    Staged,
+    TrialStatus,
+)
 
 
 class JournaledScheduler:
@@ -20,6 +29,8 @@ class JournaledScheduler:
         self._laddered: Laddered | None = (scheduler if isinstance(scheduler, Laddered)
                                            else None)
         self.bracketed: Bracketed | None = (scheduler if isinstance(scheduler, Bracketed)
+                                            else None)
+        self.admitting: Admitting | None = (scheduler if isinstance(scheduler, Admitting)
                                             else None)
         self.early_promotion = bool(self.staged is not None and self.staged.early_promotion)
 
@@ -109,6 +120,13 @@ class JournaledScheduler:
         assert self.bracketed is not None
         self.store.journal_add("bracket", "*", num_trials)
         self.bracketed.new_bracket(num_trials)
+
+    def admit_more(self, num_trials: int) -> None:
+        """Admit ``num_trials`` more trials while trials still run (journaled first:
+        write-ahead)."""
+        assert self.admitting is not None
+        self.store.journal_add("admit", "*", num_trials)
+        self.admitting.admit_more(num_trials)
 
     def limit_admission(self, num_trials: int) -> None:
         """The controller's own entry: a re-plan admits at most ``num_trials`` trials in the

@@ -65,13 +65,16 @@ class PlanFollowing:
     """Follows and re-makes the plan: ``scaling`` (None: a fixed cluster) says how many
     instances the sweep wants; ``replanner`` (None: none) re-plans its rest; with
     ``more_brackets`` (a sweep whose number of trials the planner chose) a bracket that ends
-    with time and budget left may start another. ``timings`` is set once built (it weighs
-    steps with :meth:`steps_weight`)."""
+    with time and budget left may start another; with ``fill_idle`` (the same, on any
+    cluster) an asynchronous sweep on a fixed cluster admits more trials while a worker would
+    idle (:meth:`admit_idle`). ``timings`` is set once built (it weighs steps with
+    :meth:`steps_weight`)."""
 
     def __init__(self, spec: RunSpec, settings: Settings, *, state: SweepState,
                  scheduler: JournaledScheduler, cluster: Cluster, ledger: Ledger, store: Store,
                  executor: Executor, scaling: ScalingPolicy | None,
-                 replanner: Replanning | None, more_brackets: bool) -> None:
+                 replanner: Replanning | None, more_brackets: bool,
+                 fill_idle: bool = False, max_trials: int | None = None) -> None:
         self.spec = spec
         self.settings = settings
         self.state = state
@@ -83,6 +86,8 @@ class PlanFollowing:
         self.scaling = scaling
         self.replanner = replanner
         self.more_brackets = more_brackets
+        self.fill_idle = fill_idle
+        self.max_trials = max_trials
         self.timings: Timings
         self.replanned = (0, 0)           # (stage, step times seen) at the last re-plan
         self.closing = -1                 # the last stage re-planned once all its jobs ran
@@ -379,6 +384,45 @@ class PlanFollowing:
         self.state.admit_limit, self.state.admission_closed = None, False
         self.state.starved = False
         self._follow(plan, now)
+        return True
+
+    @property
+    def first_rung_steps(self) -> int:
+        """The steps of a new trial's first segment (to the first rung)."""
+        rungs = self.scheduler.rungs
+        return rungs[0] if rungs else 1
+
+    def admit_idle(self, now: float, first_rung_s: float) -> bool:
+        """A trial slot is free and the scheduler has no job for it (every trial it admitted
+        has started, no promotion is due): in a sweep whose number of trials the planner chose
+        (``fill_idle``) under asynchronous halving on a fixed cluster, admit one more trial
+        (journaled, so a resumed sweep replays it) when the spend committed with every live
+        instance kept until that trial's first rung ends (``first_rung_s`` from now, what
+        dispatch reserves for it) fits the cost budget and that end comes before the deadline;
+        no more than ``max_trials`` in all (a finite space). Without a cost budget, with
+        admission closed or limited by a re-plan, none. A fixed cluster's idle workers are
+        billed anyway, so a trial admitted while others still run costs nothing extra; one
+        that outlasts them costs its own seconds, which the check counts. A cluster that
+        follows a scaling policy lets idle workers go, and its re-planner plans a larger next
+        bracket once the sweep ends (:meth:`next_bracket`), which did better there. Returns
+        whether one was admitted (docs/concepts/schedulers.md, "A count the planner
+        chose")."""
+        state, scheduler = self.state, self.scheduler
+        budget = self.ledger.budget_usd
+        if (not self.fill_idle or self.scaling is not None or scheduler.admitting is None
+                or budget is None or state.admission_closed or state.admit_limit is not None):
+            return False
+        started = len(state.trials)
+        if started < scheduler.total_trials or (self.max_trials is not None
+                                                and started >= self.max_trials):
+            return False
+        end = now + first_rung_s
+        if end > state.deadline:
+            return False
+        if self.ledger.committed(now, dict.fromkeys(self.cluster.live(), end)) > budget:
+            return False
+        log.debug("a worker is free and the budgets allow: one more trial")
+        scheduler.admit_more(1)
         return True
 
     def _follow(self, plan: Plan, now: float) -> None:

@@ -341,9 +341,9 @@ class Store:
         ``lost``, ``close``: admission closed, ``decide``, ``promote``: at most ``step`` trials
         promoted into stage ``bracket``, ``widen``: at least that many, ``first``: the trial's
         queued promotion handed out before the others, ``bracket``: a new bracket of ``step``
-        trials), in order: a resumed sweep replays them into a fresh
-        scheduler; and ``limit`` (``step``: the most trials a re-plan admits, in the bracket
-        under way)."""
+        trials, ``admit``: ``step`` more trials admitted while trials run), in order: a
+        resumed sweep replays them into a fresh scheduler; and ``limit`` (``step``: the most
+        trials a re-plan admits, in the bracket under way)."""
         with self._tx():
             self._db.execute("INSERT INTO journal VALUES (?,?,?,?,?,?)",
                              (kind, trial_id, step, _nan_to_none(value), bracket, int(flag)))

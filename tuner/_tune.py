@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from budgets import Plan, RealClock, billed
-from tuner._build import Parts, build_controller, fixed_plan, scheduler_for, shaped
+from tuner._build import (
+    Parts,
+    build_controller,
+    fills_idle,
+    fixed_plan,
+    scheduler_for,
+    shaped,
+)
 from tuner._config import SweepConfig, load_sweep, resolve_trainable
 from tuner._controller import Settings
 from tuner._errors import ConfigError
@@ -243,9 +250,9 @@ def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
     """Whether resuming has no work to run: the earlier run ended cleanly (after a crash,
     instances and segments are left to take over) and the scheduler rebuilt from the journal
     has no trial to admit, none paused to promote and none running. A sweep whose number of
-    trials the planner chose may start another bracket (the controller's ``more_brackets``):
-    with the budgets its bracket ended on, it asked for one then and was refused, so only
-    larger budgets are work."""
+    trials the planner chose may start another bracket (the controller's ``more_brackets``),
+    or admit more trials (``fill_idle``): with the budgets it ended on, it asked then and was
+    refused, so only larger budgets are work."""
     if exp["state"] == ExperimentState.RUNNING:
         return False
     scheduler = scheduler_for(sweep)
@@ -255,7 +262,7 @@ def _nothing_to_do(sweep: SweepConfig, store: Store, exp: dict[str, Any],
         return False        # (``_check_journal`` says why)
     if not scheduler.is_finished():
         return False
-    if chosen and sweep.provider.follows_plan:
+    if chosen and (sweep.provider.follows_plan or fills_idle(sweep)):
         return exp["message"] == EndReason.DONE and not (
             _larger(sweep.time_budget_s, exp["time_budget_s"])
             or _larger(sweep.cost_budget_usd, exp["cost_budget_usd"]))

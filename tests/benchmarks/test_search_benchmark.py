@@ -112,7 +112,8 @@ def test_search_benchmark_quick_on_the_sample():
     assert len(elastune_runs) == len(ELASTUNE_VARIANTS) * 2 * 3
     assert all(r["spend_usd"] > 0 for r in elastune_runs)
     # each elastune sweep sampled the task's hyperparameters, as the peers do
-    assert {"elastune", "elastune-bohb", "elastune-pasha"} <= set(details["methods"])
+    assert {"elastune", "elastune-bohb", "elastune-pasha", "elastune-chosen"} <= set(
+        details["methods"])
     # Syne Tune ran where it is installed; elsewhere it is named with the reason
     if HAS_SYNE_TUNE:
         assert SYNE_ASHA not in summary["peer_errors"]

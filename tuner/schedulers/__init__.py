@@ -2,7 +2,7 @@
 
 from tuner.schedulers._asha import ASHA
 from tuner.schedulers._base import Job, Mode, Scheduler, TrialStatus
-from tuner.schedulers._capabilities import Bracketed, Laddered, Staged
+from tuner.schedulers._capabilities import Admitting, Bracketed, Laddered, Staged
 from tuner.schedulers._factory import make_scheduler
 from tuner.schedulers._hyperband import Hyperband
 from tuner.schedulers._pasha import PASHA
@@ -11,6 +11,7 @@ from tuner.schedulers._sha import SuccessiveHalving
 
 __all__ = [
     "ASHA",
+    "Admitting",
     "Bracketed",
     "Hyperband",
     "Job",

@@ -77,6 +77,28 @@ class ASHA(_RungScheduler):
         self.num_trials = len(self._trials) + num_trials
         self._closed = False
 
+    def admit_more(self, num_trials: int) -> None:
+        """Admit ``num_trials`` more trials while trials still run: what a sweep whose number
+        of trials the planner chose does when a worker is free, every trial it admitted has
+        started and no promotion is due (the controller's rule: docs/concepts/schedulers.md).
+        Unlike :meth:`new_bracket` it does not wait for the sweep to finish, so no worker
+        idles while the last promotions train. A resumed sweep replays it from the journal.
+
+        >>> asha = ASHA(min_resource=1, max_resource=3, reduction_factor=3, num_trials=1)
+        >>> job = asha.next_job("t0")
+        >>> asha.next_job("t1") is None             # t0 runs; its count is used up
+        True
+        >>> asha.admit_more(1)
+        >>> asha.next_job("t1"), asha.total_trials
+        (Job(trial_id='t1', to_step=1, bracket=0, new=True), 2)
+        """
+        if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
+            raise ValueError(f"num_trials is {num_trials!r}, but must be an int >= 1")
+        if self._closed or len(self._trials) < self.num_trials:
+            raise ValueError("more trials can be admitted only once every admitted trial has "
+                             "started and while admission is open")
+        self.num_trials += num_trials
+
     def _record(self, trial_id: str, step: int, value: float | None) -> None:
         super()._record(trial_id, step, value)
         if step not in self.rungs:

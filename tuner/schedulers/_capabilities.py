@@ -1,8 +1,10 @@
 """What a scheduler may do beyond :class:`Scheduler`, as Protocols the controller checks once.
 
 A laddered scheduler has one ladder of rungs (ASHA, successive halving); a bracketed one can
-start another bracket of ``n`` trials; a staged one is synchronous successive halving, whose
-stages the re-planner sizes and whose stragglers a deadline may cut.
+start another bracket of ``n`` trials; an admitting one can admit more trials while trials
+still run (asynchronous halving, whose rungs take them at any time); a staged one is
+synchronous successive halving, whose stages the re-planner sizes and whose stragglers a
+deadline may cut.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ class Laddered(Protocol):
 @runtime_checkable
 class Bracketed(Protocol):
     def new_bracket(self, num_trials: int) -> None: ...
+
+
+@runtime_checkable
+class Admitting(Protocol):
+    def admit_more(self, num_trials: int) -> None: ...
 
 
 @runtime_checkable
