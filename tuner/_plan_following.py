@@ -96,6 +96,7 @@ class PlanFollowing:
         self._work_fit: tuple[int, tuple[float, float] | None] = (-1, None)  # (segments, fit)
         self._ordered: tuple[int, int] | None = None   # (bracket's first trial, stage) ordered
         self._lost_since: Plan | None = None   # the plan lost work is counted against
+        self._prior_plan: Plan | None = None   # the plan made before any segment was measured
 
     @property
     def cuts_stages(self) -> bool:
@@ -249,7 +250,16 @@ class PlanFollowing:
             if plan is not self._lost_since:
                 # A new plan counts what is left as it is now.
                 self._lost_since, self.state.lost_work_s = plan, 0.0
+            if self.timings.observations == 0 and plan.feasible:
+                self._prior_plan = plan
             remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
+            prior = self._prior_plan
+            if prior is not None and self.timings.fresh_only:
+                # Only first segments measured: they cannot tell a first step's extra cost
+                # from the steps' (Replanner), so the net keeps the profile's prediction
+                # until a later segment tells them apart; a first segment lost to a
+                # preemption costs one restart, which the net keeps room for.
+                remaining = min(remaining, max(0.0, prior.predicted_wall_s - elapsed))
             # Work lost since (preempted segments) runs again: the rest is that much longer.
             remaining += self.state.lost_work_s
             boot = restart = float(plan.inputs.get("boot_s") or 0.0)

@@ -294,3 +294,40 @@ def test_turning_to_on_demand_replaces_the_spot_cluster_once_not_at_every_tick()
     assert bought, "the safety net did not trip"
     assert len(bought) <= 2 * len(on_demand.store.instances())
     assert safe.spend_usd < on_demand.spend_usd
+
+
+class _DearFirstStep(Synth):
+    """Synth whose first step costs 7x a later one (LCBench's first epochs cost 2-8x)."""
+
+    def cost_s(self, c, a, b):
+        return 10.0 * (b - a) + (60.0 if a == 0 and b > 0 else 0.0)
+
+    def diverged(self, c):
+        return False
+
+
+@pytest.mark.slow
+def test_the_net_keeps_the_profiles_prediction_while_only_first_segments_are_measured():
+    # The cold profile says 100 s a step; the first segments take 700 s. Until a later segment
+    # tells a first step's extra from the steps, the re-planner counts it all as steps and
+    # predicts the sweep far longer than it runs (here: no plan meets the deadline); the
+    # safety net keeps the profile's prediction meanwhile, so the first rung runs on spot
+    # (counting its first segments' time as steps, the net tripped 792 s in, after 10 of
+    # its 81 segments), and the deadline holds.
+    from tuner.sim import simulate
+
+    curves = _DearFirstStep()
+    sweep = {"metric": "acc", "mode": "max", "scheduler": SHA, "num_trials": 81,
+             "provider": {"type": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                          "machine_types": ["g2-standard-4"], "billing_minimum_s": 60.0},
+             "profile": {"seconds_per_step": 100.0, "boot_s": [60, 180]}}
+    base = simulate({**sweep, "provider": {**sweep["provider"], "scaling": "static",
+                                           "workers": 81}},
+                    curves, seed=0, time_scale=10.0, time_budget=None, cost_budget=1e6)
+    deadline = 1.5 * base.wall_s
+    r = simulate({**sweep, "provider": {**sweep["provider"], "spot": "deadline-safe"}},
+                 curves, seed=0, time_scale=10.0, time_budget=deadline, cost_budget=None)
+    assert r.outcome.reason == "done" and r.wall_s <= deadline
+    spot = {i["instance_id"] for i in r.store.instances() if i["spot"]}
+    first = [s for s in r.store.segments() if s["stop_step"] == 1 and s["state"] == "done"]
+    assert len(first) == 81 and sum(s["instance_id"] in spot for s in first) >= 60
