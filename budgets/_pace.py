@@ -35,7 +35,7 @@ Example::
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["TrialPaces", "list_makespan", "slowest_first", "stage_paces"]
 
@@ -75,7 +75,8 @@ class TrialPaces:
 
 
 def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
-                sizes: Sequence[int]) -> list[tuple[float, float]]:
+                sizes: Sequence[int], spread: Callable[[int], float] | None = None
+                ) -> list[tuple[float, float]]:
     """(mean, slowest) pace per stage left, rounded to 4 places.
 
     Args:
@@ -87,8 +88,14 @@ def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
     The current stage is over its pending trials (with ``u`` of them not measured yet, its
     slowest no faster than the ``u / (u + 1)`` quantile of the measured paces); a later stage
     of ``m`` trials over the ``m`` best-ranked ones, with its slowest no faster than the
-    ``m / (m + 1)`` quantile of all of ``ranked``. A stage with nothing to go on is
-    (1.0, 1.0).
+    ``m / (m + 1)`` quantile of all of ``ranked``, and (``spread``) no faster than its mean
+    times ``spread(m)``: how much slower than their stage's mean the slowest of ``m``
+    promoted trials trained in an earlier run (``Profile.slowest_pace(m, promoted=True)``),
+    since this stage's paces are first segments' or earlier stages', not its own. A stage
+    with nothing to go on is (1.0, 1.0).
+
+    >>> stage_paces([1.0, 1.0, 1.0], [True, True, True], [3, 1], spread=lambda m: 1.5)
+    [(1.0, 1.0), (1.0, 1.5)]
     """
     known = [1.0 if p is None else float(p) for p in ranked]
     pool = sorted(known)
@@ -107,11 +114,14 @@ def stage_paces(ranked: Sequence[float | None], pending: Sequence[bool],
             # them lies near the u / (u + 1) quantile of the measured paces.
             q = measured[min(len(measured) - 1, int(len(measured) * unknown / (unknown + 1)))]
             slowest = max(slowest, q)
+        mean = sum(group) / len(group)
         if k > 0 and pool:
             # The ranking is a weak guess of who survives: the slowest of m trials drawn
             # without regard to pace lies near the m / (m + 1) quantile of the pool.
             slowest = max(slowest, pool[min(len(pool) - 1, int(len(pool) * m / (m + 1)))])
-        out.append((round(sum(group) / len(group), 4), round(slowest, 4)))
+        if k > 0 and spread is not None:
+            slowest = max(slowest, mean * spread(m))
+        out.append((round(mean, 4), round(slowest, 4)))
     return out
 
 

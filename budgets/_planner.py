@@ -164,7 +164,7 @@ def _job(shape: JobShape, profile: Profile, instance: InstanceType, gpus_per_tri
                 for g in options} for k, s in enumerate(steps)]
     return _Job(sizes, steps, options, gpus_per_trial,
                 {g: instance.gpus // g for g in options}, segment,
-                [(1.0, profile.slowest_pace(m)) for m in sizes],
+                [(1.0, profile.slowest_pace(m, promoted=k > 0)) for k, m in enumerate(sizes)],
                 1.0 + float(straggler),
                 _whole(boot), float(billing_minimum_s), max_workers, {})
 
@@ -497,7 +497,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     on ``w`` slots takes ``max(ceil(m / w) * mean, (ceil(m / w) - 1) * mean + slowest)``
     profiled segments (its slowest trial may go out in the last wave). A stage ``paces`` does
     not give is (1, ``profile.slowest_pace(m)``): as alike as the mean without the profile's
-    ``pace_quantiles``.
+    ``pace_quantiles`` (after the sweep's first stage, its ``promoted_pace_quantiles`` where
+    it has them).
 
     Returns:
         A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and
@@ -525,8 +526,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
                                        for m in given):
             raise ValueError(f"stage_sizes is {given!r}, but must be {stages} ints >= 1, one "
                              "per stage")
-        full = replace(full, sizes=given, pace=[(1.0, profile.slowest_pace(m)) for m in given],
-                       _durations={})
+        full = replace(full, sizes=given, pace=[(1.0, profile.slowest_pace(m, promoted=k > 0))
+                                                for k, m in enumerate(given)], _durations={})
     sizes = full.sizes[from_stage:]
     sizes = [max(1, sizes[0] - done_in_stage), *sizes[1:]]
     planned = list(paces or ())[:len(sizes)]
@@ -537,7 +538,8 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
             raise ValueError(f"paces[{k}] is {pair!r}, but must be (mean, slowest) with "
                              "0 < mean <= slowest")
     pace = [(float(a), float(b)) for a, b in planned]
-    pace += [(1.0, profile.slowest_pace(m)) for m in sizes[len(pace):]]
+    pace += [(1.0, profile.slowest_pace(m, promoted=from_stage + k > 0))
+             for k, m in enumerate(sizes) if k >= len(pace)]
     job = replace(full, sizes=sizes, steps=full.steps[from_stage:],
                   segment=full.segment[from_stage:], pace=pace, _durations={},
                   live=live_workers)

@@ -198,6 +198,13 @@ class Profile:
             ``((0.5, 0.95), (0.9, 1.4), (0.99, 2.1))``): a stage of ``m`` trials whose own
             paces are not known yet is planned to end with a trial at the ``m / (m + 1)``
             quantile (:meth:`slowest_pace`). Empty: trials as alike as the mean.
+        promoted_pace_quantiles: the same for promoted trials: how much slower or faster than
+            the mean of its stage each resumed segment of an earlier run trained. A trial's
+            first segment carries start-up costs every trial pays, which hide how unlike its
+            later steps are, and who survives a cut is not drawn alike (a better network is
+            often a larger, slower one), so the stages after the first are planned from this
+            table where it is given (:meth:`slowest_pace` with ``promoted=True``). Empty:
+            :attr:`pace_quantiles` serves for them too.
     """
 
     prior_s_per_step: float
@@ -211,6 +218,7 @@ class Profile:
     window: int = 5
     step_costs: tuple[float, ...] = ()
     pace_quantiles: tuple[tuple[float, float], ...] = ()
+    promoted_pace_quantiles: tuple[tuple[float, float], ...] = ()
     _count: int = field(default=0, init=False, repr=False)
     _weight: float = field(default=0.0, init=False, repr=False)
     _total: float = field(default=0.0, init=False, repr=False)
@@ -235,17 +243,19 @@ class Profile:
                                 "numbers > 0")
             # Prefix sums: step_weight is asked per running segment on the controller's tick.
             self._cum = (0.0, *accumulate(self.step_costs))
-        try:
-            self.pace_quantiles = tuple((float(q), float(p)) for q, p in self.pace_quantiles)
-        except (TypeError, ValueError):
-            problems.append(f"pace_quantiles is {self.pace_quantiles!r}, but must be "
-                            "(quantile, pace) pairs")
-        else:
-            qs = [q for q, _ in self.pace_quantiles]
-            if not all(0 < q < 1 and math.isfinite(p) and p > 0
-                       for q, p in self.pace_quantiles) or qs != sorted(set(qs)):
-                problems.append(f"pace_quantiles is {self.pace_quantiles!r}, but must be "
-                                "(quantile in (0, 1), pace > 0) pairs, quantiles increasing")
+        for name in ("pace_quantiles", "promoted_pace_quantiles"):
+            table = getattr(self, name)
+            try:
+                pairs = tuple((float(q), float(p)) for q, p in table)
+            except (TypeError, ValueError):
+                problems.append(f"{name} is {table!r}, but must be (quantile, pace) pairs")
+                continue
+            setattr(self, name, pairs)
+            qs = [q for q, _ in pairs]
+            if not all(0 < q < 1 and math.isfinite(p) and p > 0 for q, p in pairs) \
+                    or qs != sorted(set(qs)):
+                problems.append(f"{name} is {table!r}, but must be (quantile in (0, 1), "
+                                "pace > 0) pairs, quantiles increasing")
         if not isinstance(self.window, int) or self.window < 1:
             problems.append(f"window is {self.window!r}, but must be an integer >= 1")
         if not isinstance(self.boot, BootLatency):
@@ -256,11 +266,20 @@ class Profile:
             raise ValueError("invalid Profile: " + "; ".join(problems))
         self._recent = deque(maxlen=self.window)
 
-    def slowest_pace(self, m: int) -> float:
+    def slowest_pace(self, m: int, *, promoted: bool = False) -> float:
         """The pace (seconds per step over the mean trial's) of the slowest of ``m`` trials
-        drawn alike: :attr:`pace_quantiles` at ``m / (m + 1)``, interpolated linearly between
-        the quantiles given (the last one's beyond them), never below 1; 1.0 without them."""
-        table = self.pace_quantiles
+        drawn alike: :attr:`pace_quantiles` (``promoted``: trials of a stage after the first,
+        :attr:`promoted_pace_quantiles` where given) at ``m / (m + 1)``, interpolated linearly
+        between the quantiles given (the last one's beyond them), never below 1; 1.0 without
+        them.
+
+        >>> p = Profile(1.0, pace_quantiles=((0.5, 1.0), (0.9, 1.4)),
+        ...             promoted_pace_quantiles=((0.5, 0.9), (0.9, 2.0)))
+        >>> p.slowest_pace(9), p.slowest_pace(9, promoted=True), p.slowest_pace(1, promoted=True)
+        (1.4, 2.0, 1.0)
+        """
+        table = self.promoted_pace_quantiles if promoted and self.promoted_pace_quantiles \
+            else self.pace_quantiles
         if not table or m < 1:
             return 1.0
         q = m / (m + 1)

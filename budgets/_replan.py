@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol
 
 from budgets._job import JobShape
@@ -293,7 +294,12 @@ class Replanner:
         sizes = self._sizes(view)
         paces = None
         if stage == view.stage and view.paces and len(view.pending) == len(view.paces):
-            paces = stage_paces(view.paces, view.pending, sizes[stage:])
+            # Later stages' members are guessed from the ranking, their paces measured in
+            # other stages: as unlike their stage's mean as promoted trials were in the
+            # earlier run the profile comes from, where it says.
+            spread = partial(self.profile.slowest_pace, promoted=True) \
+                if self.profile.promoted_pace_quantiles else None
+            paces = stage_paces(view.paces, view.pending, sizes[stage:], spread)
         done = max(0, view.stage_done) if stage == view.stage else 0
         at = dict(stage=stage, elapsed_s=view.elapsed_s, live=view.live, done=done)
         if self.cost_budget_usd is None and self._first_steps_only(view) \

@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     StrictBool,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -422,7 +423,9 @@ class ProfileConfig(_Section):
     at what its steps cost and reads the first steps a sweep sees at that shape
     (``seconds_per_step`` is then a later step's); ``pace_quantiles`` how much slower than the
     mean trial an earlier run's trials trained, by quantile, so a stage is planned to end with
-    its slowest trial before any is measured. ``from``: an experiment directory whose
+    its slowest trial before any is measured; ``promoted_pace_quantiles`` the same of the
+    promoted trials, each resumed segment over its stage's mean, for the stages after the
+    first. ``from``: an experiment directory whose
     measured profile (``elastune profile DIR``) fills every key the section does not set.
     """
 
@@ -447,6 +450,8 @@ class ProfileConfig(_Section):
     # how much slower or faster than the mean trial an earlier run's trials trained, by
     # quantile: {0.5: 0.95, 0.9: 1.4, 0.99: 2.1}
     pace_quantiles: dict[float, float] = Field(default_factory=dict)
+    # the same of promoted trials (a stage after the first), each over its stage's mean
+    promoted_pace_quantiles: dict[float, float] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -479,9 +484,9 @@ class ProfileConfig(_Section):
                               f"non-decreasing, s(g) <= g; {exc}") from None
         return table
 
-    @field_validator("pace_quantiles", mode="before")
+    @field_validator("pace_quantiles", "promoted_pace_quantiles", mode="before")
     @classmethod
-    def _pace_quantiles(cls, value: Any) -> dict[float, float]:
+    def _pace_quantiles(cls, value: Any, info: ValidationInfo) -> dict[float, float]:
         if value is None:
             return {}
         try:
@@ -491,7 +496,7 @@ class ProfileConfig(_Section):
         if table is None or not all(0 < q < 1 and math.isfinite(p) and 0 < p <= MAX_PROFILE_S
                                     for q, p in table.items()):
             raise ConfigError(
-                "profile.pace_quantiles",
+                f"profile.{info.field_name}",
                 "expected {quantile: pace}, each quantile in (0, 1) and each pace > 0 (a "
                 "trial's seconds per step over the mean trial's), e.g. {0.5: 0.95, 0.9: 1.4}; "
                 f"got {_given(value)}")

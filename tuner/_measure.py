@@ -35,9 +35,9 @@ def measure(store: Store) -> dict[str, Any] | None:
     """The ``profile:`` keys the experiment measured, and ``notes`` (what each rests on, for
     people): None before any segment finished a step."""
     segs = store.query(
-        "SELECT segment_id, start_step, last_step, started_at, finished_at, gpus, instance_id,"
-        " submitted_at FROM segments WHERE state = ? AND last_step > start_step AND started_at"
-        " IS NOT NULL AND finished_at IS NOT NULL", (SegmentState.DONE,))
+        "SELECT segment_id, trial_id, start_step, last_step, started_at, finished_at, gpus,"
+        " instance_id, submitted_at FROM segments WHERE state = ? AND last_step > start_step"
+        " AND started_at IS NOT NULL AND finished_at IS NOT NULL", (SegmentState.DONE,))
     fit = fit_segment_times((r["last_step"] - r["start_step"],
                              max(0.0, r["finished_at"] - r["started_at"]), r["start_step"] == 0)
                             for r in segs if (r["gpus"] or 1) <= 1)
@@ -53,7 +53,10 @@ def measure(store: Store) -> dict[str, Any] | None:
     # Step times on one GPU (on more where no trial ran on one: s(g) is then unknown).
     single = {r["segment_id"]: r for r in segs if (r["gpus"] or 1) <= 1} or \
         {r["segment_id"]: r for r in segs}
-    steps = _step_times(store, single)
+    # Each trial's steps over its pace: the trials that train a later step are the survivors
+    # of the cuts before it, not drawn alike (a better network is often a larger, slower
+    # one), and the planner multiplies the steps' costs by each trial's own pace.
+    steps = _step_times(store, single, _first_paces(segs))
     later = _later_step_s(steps.within)
     if later is not None:
         rate = later
@@ -78,6 +81,10 @@ def measure(store: Store) -> dict[str, Any] | None:
     if paces:
         profile["pace_quantiles"] = paces
         notes["trials_paced"] = paces.pop("n")
+    promoted = _pace_quantiles(segs, resumed=True)
+    if promoted:
+        profile["promoted_pace_quantiles"] = promoted
+        notes["segments_paced_promoted"] = promoted.pop("n")
     return {"profile": profile, "notes": notes}
 
 
@@ -85,20 +92,37 @@ PACE_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
 MIN_PACED = 8           # trials a spread is measured from at the least
 
 
-def _pace_quantiles(segs: list[Any]) -> dict[Any, float]:
-    """Each trial's first segment's seconds over the mean of the first segments that trained
-    the same steps (one GPU or the same count), at ``PACE_QUANTILES`` (and ``"n"``, how many
-    trials): how unlike the mean trial a stage's slowest is. Empty under ``MIN_PACED``."""
-    groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+def _paces(segs: list[Any], *, resumed: bool = False) -> dict[str, float]:
+    """Per segment id, its seconds over the mean of the segments that trained the same steps
+    on as many GPUs, where at least ``MIN_SAMPLES`` did: of the trials' first segments, or
+    (``resumed``) of the resumed ones."""
+    groups: dict[tuple[int, int, int], list[Any]] = defaultdict(list)
     for r in segs:
-        if r["start_step"] == 0:
-            groups[(r["last_step"], r["gpus"] or 1)].append(
-                max(0.0, r["finished_at"] - r["started_at"]))
-    ratios = []
-    for times in groups.values():
+        if (r["start_step"] > 0) == resumed:
+            groups[(r["start_step"], r["last_step"], r["gpus"] or 1)].append(r)
+    out = {}
+    for rows in groups.values():
+        times = [max(0.0, r["finished_at"] - r["started_at"]) for r in rows]
         mean = statistics.fmean(times)
         if len(times) >= MIN_SAMPLES and mean > 0:
-            ratios += [t / mean for t in times]
+            out.update({r["segment_id"]: t / mean for r, t in zip(rows, times, strict=True)})
+    return out
+
+
+def _first_paces(segs: list[Any]) -> dict[str, float]:
+    """Per trial, its first segment's pace (:func:`_paces`), where it is above zero."""
+    by_segment = _paces(segs)
+    return {r["trial_id"]: by_segment[r["segment_id"]] for r in segs
+            if by_segment.get(r["segment_id"], 0.0) > 0}
+
+
+def _pace_quantiles(segs: list[Any], *, resumed: bool = False) -> dict[Any, float]:
+    """Each trial's first segment's seconds over the mean of the first segments that trained
+    the same steps (one GPU or the same count), at ``PACE_QUANTILES`` (and ``"n"``, how many
+    trials): how unlike the mean trial a stage's slowest is. ``resumed``: the same of the
+    resumed segments (promoted trials, each over the mean of those that trained the same
+    steps: a stage after the first). Empty under ``MIN_PACED``."""
+    ratios = list(_paces(segs, resumed=resumed).values())
     if len(ratios) < MIN_PACED:
         return {}
     ratios.sort()
@@ -118,7 +142,11 @@ class _Steps:
     resumed: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
-def _step_times(store: Store, segs: dict[str, Any]) -> _Steps:
+def _step_times(store: Store, segs: dict[str, Any],
+                paces: dict[str, float] | None = None) -> _Steps:
+    """The seconds of ``segs``' steps by index, each over its trial's pace in ``paces``
+    (1 for a trial it does not hold)."""
+    paces = paces or {}
     out = _Steps()
     last: dict[str, tuple[int, float]] = {}
     for r in store.query("SELECT segment_id, step, ts FROM reports ORDER BY segment_id, step"):
@@ -126,12 +154,13 @@ def _step_times(store: Store, segs: dict[str, Any]) -> _Steps:
         if seg is None:
             continue
         prev = last.get(r["segment_id"])
+        pace = paces.get(seg["trial_id"], 1.0)
         if prev is None:
             if r["step"] == seg["start_step"] + 1:
                 bucket = out.within if seg["start_step"] == 0 else out.resumed
-                bucket[r["step"]].append(max(0.0, r["ts"] - seg["started_at"]))
+                bucket[r["step"]].append(max(0.0, r["ts"] - seg["started_at"]) / pace)
         elif r["step"] == prev[0] + 1:
-            out.within[r["step"]].append(max(0.0, r["ts"] - prev[1]))
+            out.within[r["step"]].append(max(0.0, r["ts"] - prev[1]) / pace)
         last[r["segment_id"]] = (r["step"], r["ts"])
     return out
 

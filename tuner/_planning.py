@@ -56,7 +56,8 @@ def profile_for(sweep: SweepConfig) -> Profile:
                    checkpoint_s=p.checkpoint_s, boot=BootLatency(low, high),
                    speedup=(SPEEDUP_TABLES[p.speedup] if isinstance(p.speedup, str)
                             else Speedup(p.speedup, name="measured")),
-                   step_costs=p.step_costs, pace_quantiles=tuple(p.pace_quantiles.items()))
+                   step_costs=p.step_costs, pace_quantiles=tuple(p.pace_quantiles.items()),
+                   promoted_pace_quantiles=tuple(p.promoted_pace_quantiles.items()))
 
 
 def shape_for(sweep: SweepConfig, num_trials: int) -> JobShape:

@@ -764,3 +764,41 @@ def test_a_profile_with_an_earlier_runs_spread_plans_each_stage_to_end_with_its_
     assert b.predicted_wall_s > a.predicted_wall_s
     with pytest.raises(ValueError, match="pace_quantiles"):
         Profile(10.0, pace_quantiles=((0.9, 2.0), (0.5, 1.0)))
+
+
+def test_promoted_trials_spread_times_the_stages_after_the_first():
+    first = ((0.5, 0.9), (0.75, 1.5), (0.9, 2.0))
+    promoted = ((0.5, 0.8), (0.75, 2.5), (0.9, 3.0))
+    spread = Profile(10.0, boot=BootLatency.fixed(0), pace_quantiles=first)
+    both = Profile(10.0, boot=BootLatency.fixed(0), pace_quantiles=first,
+                   promoted_pace_quantiles=promoted)
+    assert [both.slowest_pace(m, promoted=True) for m in (1, 3, 9)] == [1.0, 2.5, 3.0]
+    assert both.slowest_pace(9) == spread.slowest_pace(9, promoted=True) == 2.0
+    shape = JobShape(9, 1, 9, 3)
+    kw = dict(elapsed_s=0.0, live_workers=9, billing_minimum_s=0, max_workers=9)
+    a = plan_remaining(shape, spread, GPU, None, from_stage=0, **kw)
+    b = plan_remaining(shape, both, GPU, None, from_stage=0, **kw)
+    # The first stage from the first segments' spread; the later ones from the promoted.
+    assert b.inputs["paces"] == [[1.0, 2.0], [1.0, 2.5], [1.0, 1.0]]
+    assert b.rungs[0].end_s == a.rungs[0].end_s
+    assert b.predicted_wall_s > a.predicted_wall_s
+    later = plan_remaining(shape, both, GPU, None, from_stage=1, **kw)
+    assert later.inputs["paces"] == [[1.0, 2.5], [1.0, 1.0]]
+    with pytest.raises(ValueError, match="promoted_pace_quantiles"):
+        Profile(10.0, promoted_pace_quantiles=((0.5, 0.0),))
+
+
+def test_the_replanner_plans_later_stages_no_less_spread_than_promoted_trials_were():
+    # The current stage's nine trials alike: the ranking says nothing of the spread to come,
+    # so stage 2's three are planned as unlike their mean as promoted trials were.
+    shape = JobShape(27, 1, 9, 3)
+    view = ReplanView(now=100.0, elapsed_s=100.0, stage=1, live=9, observed_s_per_step=10.0,
+                      observations=27, spent_usd=0.1, paces=(1.0,) * 9,
+                      pending=(True,) * 9, stage_sizes=(27, 9, 3))
+    paces = []
+    for table in ((), ((0.5, 0.8), (0.75, 2.5), (0.9, 3.0))):
+        profile = Profile(10.0, boot=BootLatency.fixed(0), promoted_pace_quantiles=table)
+        plan = Replanner(shape, profile, GPU, deadline_s=None, billing_minimum_s=0)(view)
+        paces.append(plan.inputs["paces"])
+    assert paces[0] == [[1.0, 1.0], [1.0, 1.0]]
+    assert paces[1] == [[1.0, 1.0], [1.0, 2.5]]

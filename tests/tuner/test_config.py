@@ -29,6 +29,7 @@ from tuner._config import (
 )
 from tuner._duration import parse_duration, parse_money
 from tuner._errors import ConfigError
+from tuner._planning import profile_for
 from tuner._space import (
     Grid,
     choice,
@@ -673,7 +674,7 @@ def test_profile_section_defaults_forms_and_round_trip():
     assert stored["profile"] == {"seconds_per_step": 2.0, "setup_s": 30.0, "checkpoint_s": 1.5,
                                  "restore_s": 4.0, "boot_s": [90.0, 90.0],
                                  "speedup": "resnet101", "step_costs": [],
-                                 "pace_quantiles": {}}
+                                 "pace_quantiles": {}, "promoted_pace_quantiles": {}}
     assert load_sweep(stored | {"trainable": train}) == cfg
     assert load_sweep(base()).to_json_dict()["profile"]["boot_s"] is None
     warm = load_sweep(base(profile={"seconds_per_step": 2, "step_costs": [3, 1.5]}))
@@ -688,6 +689,13 @@ def test_profile_section_defaults_forms_and_round_trip():
     for bad in ({1.0: 2.0}, {0.5: 0}, [1.4], {"x": 1.0}):
         with pytest.raises(ConfigError, match="profile.pace_quantiles"):
             load_sweep(base(profile={"pace_quantiles": bad}))
+        with pytest.raises(ConfigError, match="profile.promoted_pace_quantiles"):
+            load_sweep(base(profile={"promoted_pace_quantiles": bad}))
+    promoted = load_sweep(base(profile={"promoted_pace_quantiles": {0.9: 2.1, 0.5: 0.8}}))
+    assert promoted.profile.promoted_pace_quantiles == {0.5: 0.8, 0.9: 2.1}
+    assert profile_for(promoted).promoted_pace_quantiles == ((0.5, 0.8), (0.9, 2.1))
+    stored = json.loads(json.dumps(promoted.to_json_dict(), allow_nan=False))
+    assert load_sweep(stored | {"trainable": train}) == promoted
 
 
 def test_sampler_choices_and_grid_handling():

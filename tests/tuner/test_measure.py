@@ -85,3 +85,54 @@ def test_the_trials_spread_is_measured_from_their_first_segments(tmp_path):
     assert list(q) == [0.5, 0.75, 0.9, 0.95, 0.99]
     assert q[0.5] == pytest.approx(paces[10] / mean, rel=1e-3)
     assert q[0.99] == pytest.approx(paces[19] / mean, rel=1e-3)
+
+
+def _survivors_store(tmp_path) -> Store:
+    """Nine trials train step 1 (three at twice the mean trial's pace, six at half); only the
+    three slow ones, the survivors, train steps 2-12, each step ``BASE`` x its pace, give or
+    take a tenth from one trial to the next (noise of the resumed segments)."""
+    store = Store(tmp_path)
+    store.create_experiment("e", "e", {}, "score", "max", None, None)
+    paces = [2.0] * 3 + [0.5] * 6
+    noise = [0.9, 1.0, 1.1]
+    rows = []
+    for t, pace in enumerate(paces):
+        plan = ((0, 1), (1, 12)) if t < 3 else ((0, 1),)
+        clock = 0.0
+        for start, stop in plan:
+            seg = f"e/t{t}/s{start}"
+            store.add_segment(seg, f"t{t}", "i0", start, stop, 1, clock)
+            began = clock
+            for step in range(start + 1, stop + 1):
+                clock += BASE * pace * (noise[t] if start else 1.0)
+                rows.append((f"t{t}", seg, step, 0.0, "{}", clock))
+            store.update_segment(seg, state="done", started_at=began, finished_at=clock,
+                                 last_step=stop)
+    store.add_reports(rows)
+    return store
+
+
+def test_later_steps_are_the_mean_trials_and_the_promoted_spread_is_measured(tmp_path):
+    found = measure(_survivors_store(tmp_path))
+    p = found["profile"]
+    # The survivors' steps take 2 x BASE, but they train at twice the mean trial's pace
+    # (their first segments over all nine's): a later step of the mean trial is BASE.
+    assert p["seconds_per_step"] == pytest.approx(BASE, rel=1e-3)
+    # Three resumed segments over their mean: too few for a spread (MIN_PACED).
+    assert "promoted_pace_quantiles" not in p
+    # Promoted trials' spread: each resumed segment over those that trained the same steps.
+    store = Store(tmp_path / "many")
+    store.create_experiment("e", "e", {}, "score", "max", None, None)
+    seconds = [10.0 * (1 + k) for k in range(8)]      # mean 45: 0.22 to 1.78 of it
+    for t, s in enumerate(seconds):
+        for start, stop, took in ((0, 1, 5.0), (1, 3, s)):
+            seg = f"e/t{t}/s{start}"
+            store.add_segment(seg, f"t{t}", "i0", start, stop, 1, 0.0)
+            store.update_segment(seg, state="done", started_at=0.0, finished_at=took,
+                                 last_step=stop)
+    found = measure(store)
+    q = found["profile"]["promoted_pace_quantiles"]
+    assert found["notes"]["segments_paced_promoted"] == 8
+    assert q[0.5] == pytest.approx(50.0 / 45.0, rel=1e-3)
+    assert q[0.99] == pytest.approx(80.0 / 45.0, rel=1e-3)
+    assert "pace_quantiles" in found["profile"]       # eight first segments, alike
