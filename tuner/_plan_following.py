@@ -254,7 +254,8 @@ class PlanFollowing:
                 self._prior_plan = plan
             remaining = max(0.0, plan.predicted_wall_s - elapsed) if plan.feasible else math.inf
             prior = self._prior_plan
-            if prior is not None and self.timings.fresh_only:
+            refused = now - self.cluster.launcher.spot_refused_at <= SPOT_SHORT_S
+            if prior is not None and self.timings.fresh_only and not refused:
                 # Only first segments measured: they cannot tell a first step's extra cost
                 # from the steps' (Replanner), so the net keeps the profile's prediction
                 # until a later segment tells them apart; a first segment lost to a
