@@ -502,7 +502,12 @@ def test_plan_command_chooses_the_count_with_the_function_the_benchmark_calls(tm
     assert kept.feasible and doc["num_trials"] == 36 > kept.num_trials == 18
 
 
-def test_plan_command_marks_a_plan_over_the_cost_budget_infeasible(capsys):
+def test_plan_command_marks_a_plan_over_the_cost_budget_infeasible(capsys, tmp_path,
+                                                                    monkeypatch):
+    # In an empty folder: `plan` reads the step times of earlier runs under ./experiments,
+    # and after the README's first command (a digits sweep of a few seconds) the clone's own
+    # folder has one whose plan fits even this budget.
+    monkeypatch.chdir(tmp_path)
     assert main(["plan", str(ROOT / "examples" / "digits.yaml"), "--json",
                  "--cost-budget", "0.001", "--time-budget", "30s"]) == 0
     doc = json.loads(capsys.readouterr().out)
