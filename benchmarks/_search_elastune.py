@@ -3,13 +3,15 @@
 
 The sweep: ASHA (eta 3, rungs 1 .. R) over the task's n trials on a fixed local cluster of W
 workers at the benchmark's price per hour, ``max_failures: 0`` (a diverged curve fails the same
-way again), and the sampler of the variant (``VARIANTS``): ``tune()``'s default when the sweep
-names none, ``random``, ``tpe`` or ``bohb``, or the default one under PASHA
-(``scheduler.pasha``), or the default one with ``num_trials`` left to the planner. A trial's
-params are a point of the task's
-hyperparameter space (``simulate(trial_params="hyperparameters")``: the columns of the recorded
-configurations, as the peers see them), and it replays the recorded configuration nearest to
-them; a task whose configurations have no varying column is replayed by index.
+way again), and what the variant sets (``VARIANTS``): ``elastune`` enters new trials at every
+rung in Hyperband's proportions (``scheduler.brackets`` = the number of rungs, asynchronous
+Hyperband), samples with ``bohb`` and leaves ``num_trials`` to the planner; the others are
+plain ASHA (one bracket) or those brackets, with ``tune()``'s default sampler, ``random``,
+``tpe`` or ``bohb``, or under PASHA (``scheduler.pasha``), over n trials or a chosen count. A
+trial's params are a point of the task's hyperparameter space
+(``simulate(trial_params="hyperparameters")``: the columns of the recorded configurations, as
+the peers see them), and it replays the recorded configuration nearest to them; a task whose
+configurations have no varying column is replayed by index.
 """
 
 from __future__ import annotations
@@ -18,25 +20,36 @@ import math
 from typing import Any
 
 from benchmarks._search_tasks import ETA, SearchTask
+from tuner.schedulers import rung_steps
 from tuner.sim import SimResult, simulate
 
 # The reference sweep's cost budget: far above its bill, so only its trials end it.
 NO_CAP_USD = 1e6
 
 
+# ``scheduler.brackets`` of the sweeps that enter trials at every rung (resolved per task).
+ALL_RUNGS = "all"
+
 # The elastune sweeps the benchmark reports side by side: name -> what the sweep sets beyond
-# the common part ({}: the sweep as tune() runs it when it names no sampler).
+# the common part ({}: plain ASHA over the job's n trials, as tune() runs it when it names no
+# sampler). ``None`` for ``num_trials``: left out, so the planner chooses the count for the
+# budget and a worker the scheduler has no job for gets a new trial while the budget allows
+# (as the peers keep sampling until their dollars run out).
 DEFAULT = "elastune"
 RANDOM = "elastune ASHA random"
 VARIANTS: dict[str, dict[str, Any]] = {
-    DEFAULT: {},
+    # BOHB's search on asynchronous Hyperband, the count the planner's: what the docs
+    # recommend for the most accuracy per dollar.
+    DEFAULT: {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "bohb", "num_trials": None},
+    "elastune ASHA": {},
     RANDOM: {"sampler": "random"},
     "elastune-tpe": {"sampler": "tpe"},
     "elastune-bohb": {"sampler": "bohb"},
     "elastune-pasha": {"scheduler": {"pasha": True}},
-    # The default sweep with ``num_trials`` left out: the planner chooses the count, and a
-    # worker the scheduler has no job for gets a new trial while the budget allows.
     "elastune-chosen": {"num_trials": None},
+    "elastune brackets": {"scheduler": {"brackets": ALL_RUNGS}},
+    "elastune brackets random": {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "random"},
+    "elastune brackets bohb": {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "bohb"},
 }
 
 
@@ -46,6 +59,8 @@ def sweep(task: SearchTask, workers: int, price_per_hour: float, variant: str
     extra = dict(VARIANTS[variant])
     scheduler = {"type": "asha", "min_resource": 1, "max_resource": task.max_resource,
                  "reduction_factor": ETA, **extra.pop("scheduler", {})}
+    if scheduler.get("brackets") == ALL_RUNGS:
+        scheduler["brackets"] = len(rung_steps(1, task.max_resource, ETA))
     return {
         "scheduler": scheduler,
         "num_trials": task.num_trials,

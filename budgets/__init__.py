@@ -3,7 +3,7 @@ and the planners that turn them into plans."""
 
 from budgets._clock import Clock, RealClock, SimClock
 from budgets._first_plan import initial_accuracy_plan
-from budgets._job import JobShape, stage_time
+from budgets._job import JobShape, entry_shares, stage_time
 from budgets._ledger import DEFAULT_MINIMUM_S, Ledger, billed
 from budgets._pace import TrialPaces, list_makespan, slowest_first, stage_paces
 from budgets._plan import Plan, RungPlan, TimelinePoint
@@ -80,6 +80,7 @@ __all__ = [
     "Clock",
     "InstanceType",
     "JobShape",
+    "entry_shares",
     "Ledger",
     "NoSpotPriceError",
     "PriceBook",

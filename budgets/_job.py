@@ -20,6 +20,22 @@ from typing import Any
 from budgets._profile import Profile
 
 
+def entry_shares(rungs: int, reduction_factor: int, brackets: int) -> list[float]:
+    """The share of new trials that enter at each of the first ``brackets`` rungs: Hyperband's
+    bracket sizes ``ceil((s_max + 1) * eta**s / (s + 1))``, ``s = s_max - b``, normalised
+    (Li et al., JMLR 2018), so every bracket gets about the same resources.
+
+    >>> [round(x, 3) for x in entry_shares(4, 3, 4)]
+    [0.551, 0.245, 0.122, 0.082]
+    >>> entry_shares(4, 3, 1)
+    [1.0]
+    """
+    s_max = rungs - 1
+    sizes = [math.ceil((s_max + 1) * reduction_factor ** (s_max - b) / (s_max - b + 1))
+             for b in range(brackets)]
+    return [n / sum(sizes) for n in sizes]
+
+
 @dataclass(frozen=True)
 class JobShape:
     """``num_trials`` trials, trained to ``min_resource`` steps, then the best ``1/eta`` of them
@@ -31,8 +47,15 @@ class JobShape:
     rung ranks trials on the fewest steps, where rankings are least reliable, so a gentler
     first cut keeps more of them for a second look (see :func:`budgets.plan_accuracy_max`).
 
+    ``brackets`` > 1: asynchronous Hyperband's job, new trials entering at each of the first
+    ``brackets`` rungs in Hyperband's proportions; stage ``k`` then counts every trial that
+    trains its steps (those that entered at rung ``k`` or later, and the ``1/eta**j`` of
+    those that entered ``j`` rungs below), in expectation.
+
     >>> JobShape(81, 1, 27, 3, first_reduction=2).stage_sizes()
     [81, 40, 13, 4]
+    >>> JobShape(81, 1, 27, 3, brackets=4).stage_sizes()
+    [81, 51, 28, 13]
     """
 
     num_trials: int
@@ -40,6 +63,7 @@ class JobShape:
     max_resource: int
     reduction_factor: int
     first_reduction: int | None = None
+    brackets: int = 1
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,6 +88,15 @@ class JobShape:
         if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f < 2):
             problems.append(f"The value of first_reduction is {f!r}, but must be None or an "
                             "int >= 2")
+        b = self.brackets
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            problems.append(f"The value of brackets is {b!r}, but must be an int >= 1")
+        elif b > 1 and f is not None:
+            problems.append(f"brackets is {b} and first_reduction {f}, but only one bracket "
+                            "has a first cut of its own")
+        elif b > 1 and not problems and b > len(self.rungs()):
+            problems.append(f"The value of brackets is {b}, but there are only "
+                            f"{len(self.rungs())} rungs")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -79,9 +112,18 @@ class JobShape:
     def stage_sizes(self) -> list[int]:
         """Trials in each stage of synchronous SHA: ``n, n // f, n // (f * eta), ...`` (``f``
         the first rung's reduction, ``eta`` unless ``first_reduction`` says), at least 1."""
+        if self.brackets > 1:
+            return self._bracketed_sizes()
         f = self.first_reduction or self.reduction_factor
         return [self.num_trials] + [max(1, self.num_trials // (f * self.reduction_factor**(k - 1)))
                                     for k in range(1, len(self.rungs()))]
+
+    def _bracketed_sizes(self) -> list[int]:
+        eta, stages = self.reduction_factor, len(self.rungs())
+        entered = [p * self.num_trials for p in entry_shares(stages, eta, self.brackets)]
+        return [max(1, math.floor(sum(n if k <= b else n / eta ** (k - b)
+                                      for b, n in enumerate(entered)) + 1e-9))
+                for k in range(stages)]
 
     def stage_steps(self) -> list[int]:
         """Steps each trial of a stage trains: from the previous rung (restored) to this one."""

@@ -669,7 +669,7 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
                       gpu_options: Iterable[int] | None = None,
                       raise_min_resource: bool = False,
                       first_reduction: int | None = None,
-                      rescale_late: bool = False) -> Plan:
+                      rescale_late: bool = False, brackets: int = 1) -> Plan:
     """The most trials whose cheapest plan meets ``deadline_s`` and costs <= ``cost_budget_usd``
     (SEER, Dunlap et al., SoCC '21), with that plan.
 
@@ -683,7 +683,8 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
     ``first_reduction``: the shapes that start at ``min_resource`` cut their first rung to
     ``1/first_reduction`` (:class:`JobShape`), not ``1/eta``; a raised shape keeps ``eta``.
     The other way to give an unreliable first ranking less say, with more breadth. Both
-    measured: [docs/benchmarks/tuning-log.md][first-rung].
+    measured: [docs/benchmarks/tuning-log.md][first-rung]. ``brackets`` > 1: asynchronous
+    Hyperband's shapes (:class:`JobShape`), which hedge over the first rung themselves.
 
     The accuracy proxy is the number of trials at a fixed rung schedule (r, R, eta): every
     trial still gets up to R steps if it survives, and successive halving keeps the best
@@ -719,7 +720,8 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
                     else trial_counts(reduction_factor, max_trials))
     if not counts or any(not isinstance(n, int) or n < 1 for n in counts):
         raise ValueError(f"candidates are {counts!r}, but must be ints >= 1")
-    JobShape(1, min_resource, max_resource, reduction_factor)  # checks the ladder
+    JobShape(1, min_resource, max_resource, reduction_factor, first_reduction,
+             brackets)  # checks the ladder
     budget = math.inf if cost_budget_usd is None else cost_budget_usd
     kwargs: dict[str, Any] = dict(gpus_per_trial=gpus_per_trial, spot=spot,
                                   billing_minimum_s=billing_minimum_s, boot_s=boot_s,
@@ -729,7 +731,7 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
 
     def solve(p: Profile, n: int, r: int) -> Plan:
         shape = JobShape(n, r, max_resource, reduction_factor,
-                         first_reduction if r == min_resource else None)
+                         first_reduction if r == min_resource else None, brackets)
         if isinstance(instance, InstanceType):
             return plan_cost_min(shape, p, instance, deadline, **kwargs)
         return choose_instance(shape, p, list(instance), deadline, **kwargs)
@@ -777,7 +779,7 @@ def plan_accuracy_max(min_resource: int, max_resource: int, reduction_factor: in
                 min_resource, max_resource, reduction_factor, profile.scaled(scale), instance,
                 deadline_s, cost_budget_usd, candidates=counts, max_trials=max_trials,
                 raise_min_resource=raise_min_resource, first_reduction=first_reduction,
-                **kwargs)
+                brackets=brackets, **kwargs)
             if scaled.feasible:
                 return replace(scaled, feasible=False, reason=(
                     f"no trial is on time at the profile's {profile.seconds_per_step(1):g} s "

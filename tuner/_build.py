@@ -168,7 +168,7 @@ def scheduler_for(sweep: SweepConfig) -> Scheduler:
     s = sweep.scheduler
     return make_scheduler(s.type, s.min_resource, s.max_resource, s.reduction_factor,
                           sweep.mode, num_trials_of(sweep), s.first_reduction,
-                          s.early_promotion, s.pasha)
+                          s.early_promotion, s.pasha, s.brackets)
 
 
 def num_trials_of(sweep: SweepConfig) -> int | None:

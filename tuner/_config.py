@@ -36,6 +36,7 @@ from tuner._duration import parse_duration, parse_money
 from tuner._errors import ConfigError
 from tuner._logger_config import LoggerConfig, parse_loggers
 from tuner._space import Dimension, Grid, is_fixed, parse_space, to_yaml_form
+from tuner.schedulers._rungs import rung_steps
 
 SAMPLERS = ("tpe", "random", "grid", "bohb")
 # More trials than any sweep runs; the planner's search grows with it, so it is bounded here.
@@ -182,6 +183,31 @@ class SchedulerConfig(_Section):
     # and grows only while the rankings of its two highest rungs disagree; max_resource is
     # the ceiling the planner plans for.
     pasha: bool = Field(False, strict=True)
+    # Asynchronous halving (``asha``) only: new trials enter at one of the first ``brackets``
+    # rungs in Hyperband's proportions (asynchronous Hyperband); 1: every trial at the first.
+    brackets: int = Field(1, ge=1, strict=True)
+
+    @field_validator("brackets")
+    @classmethod
+    def _brackets_for_asha(cls, value: int, info: Any) -> int:
+        kind = info.data.get("type")
+        if value != 1 and kind != "asha":
+            raise ConfigError("scheduler.brackets",
+                              f"is {value}, but only asynchronous halving (type: asha) enters "
+                              f"trials at several rungs, not {kind!r}")
+        if value != 1 and info.data.get("pasha"):
+            raise ConfigError("scheduler.brackets",
+                              f"is {value}, but PASHA (pasha: true) grows its top rung from "
+                              "the first rungs: use one or the other")
+        low, high, eta = (info.data.get(k) for k in ("min_resource", "max_resource",
+                                                      "reduction_factor"))
+        if all(isinstance(v, int) for v in (low, high, eta)) and high >= low:
+            rungs = len(rung_steps(low, high, eta))
+            if value > rungs:
+                raise ConfigError("scheduler.brackets",
+                                  f"is {value}, but the rungs from min_resource {low} to "
+                                  f"max_resource {high} are {rungs}: at most {rungs}")
+        return value
 
     @field_validator("pasha")
     @classmethod

@@ -63,7 +63,7 @@ def profile_for(sweep: SweepConfig) -> Profile:
 def shape_for(sweep: SweepConfig, num_trials: int) -> JobShape:
     s = sweep.scheduler
     return JobShape(num_trials, s.min_resource, s.max_resource, s.reduction_factor,
-                    s.first_reduction if s.type == "sha" else None)
+                    s.first_reduction if s.type == "sha" else None, brackets=s.brackets)
 
 
 def gpus_per_trial(sweep: SweepConfig) -> int:
@@ -270,6 +270,8 @@ def shape_choice(sweep: SweepConfig) -> dict[str, Any]:
     (whose promotions are asynchronous) it may start one rung up instead; else the sweep's own
     first cut."""
     s = sweep.scheduler
+    if s.brackets > 1:
+        return {"brackets": s.brackets}
     if may_raise_min_resource(sweep) and s.type == "sha" and s.first_reduction is None:
         return {"first_reduction": 2}
     if may_raise_min_resource(sweep):
@@ -280,11 +282,11 @@ def shape_choice(sweep: SweepConfig) -> dict[str, Any]:
 def may_raise_min_resource(sweep: SweepConfig) -> bool:
     """Whether the planner may choose the first rung too: the sweep leaves both the number of
     trials and ``scheduler.min_resource`` to it (what the user sets is kept), the scheduler
-    is one the planner models (Hyperband runs its own brackets), and the sampler is not a
-    grid (which runs its whole grid)."""
+    is one the planner models (Hyperband runs its own brackets, as ASHA with ``brackets`` does),
+    and the sampler is not a grid (which runs its whole grid)."""
     s = sweep.scheduler
     return (sweep.num_trials is None and "min_resource" not in s.model_fields_set
-            and s.type != "hyperband" and sweep.sampler != "grid")
+            and s.type != "hyperband" and s.brackets == 1 and sweep.sampler != "grid")
 
 
 def plan_instance(sweep: SweepConfig, plan: Plan, book: PriceBook | None = None

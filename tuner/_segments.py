@@ -75,7 +75,7 @@ class Segments:
     # -- submission -------------------------------------------------------------------------
     def submit(self, trial: TrialRecord, job: Job, inst: Instance, slots: int,
                now: float) -> str:
-        self.state.stage = max(self.state.stage, self._stage_now(job.to_step))
+        self.state.stage = max(self.state.stage, self._stage_now(job))
         n = self.counter.get(trial.trial_id, 0) + 1
         self.counter[trial.trial_id] = n
         segment = Segment(
@@ -95,13 +95,16 @@ class Segments:
         self.executor.submit(segment, inst)
         return segment.segment_id
 
-    def _stage_now(self, to_step: int) -> int:
-        """The stage a job to ``to_step`` starts; for a synchronous halving that promotes early,
-        the stage being handed out (a job promoted early belongs to the stage after it, which
-        begins when the scheduler decides this one)."""
+    def _stage_now(self, job: Job) -> int:
+        """The stage ``job`` starts; for a synchronous halving that promotes early, the stage
+        being handed out (a job promoted early belongs to the stage after it, which begins
+        when the scheduler decides this one). A new ASHA trial belongs to the first stage
+        wherever it enters (``brackets``: it trains the first stage's steps on its way)."""
         if self.scheduler.early_promotion:
             return self.scheduler.stage
-        return self.scheduler.stage_of(to_step)
+        if job.new and self.scheduler.admitting is not None:
+            return 0
+        return self.scheduler.stage_of(job.to_step)
 
     # -- events -----------------------------------------------------------------------------
     def handle(self, events: list[Event]) -> None:

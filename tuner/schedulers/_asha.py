@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 
+from budgets import entry_shares
 from tuner.schedulers._base import Job, Mode, TrialStatus, _RungScheduler, sortable
 from tuner.schedulers._rungs import is_number, rung_steps, validate_arguments
 
@@ -17,6 +18,12 @@ class ASHA(_RungScheduler):
     promoted (highest rung first) and
     continues from its rung step; otherwise a new trial starts, until ``num_trials`` have started
     (default ``reduction_factor ** (len(rungs) - 1)``).
+
+    ``brackets`` > 1 is asynchronous Hyperband (Li et al. 2020, section 3.3; Ray Tune's and Syne
+    Tune's ``brackets``): a new trial enters at one of the first ``brackets`` rungs, in
+    Hyperband's proportions (:func:`budgets.entry_shares`, most aggressive first, each trial
+    to the rung furthest behind its share), and competes there with the trials promoted into
+    that rung. It hedges against early rungs that rank trials unlike later ones; 1 is plain ASHA.
 
     Example:
 
@@ -38,12 +45,20 @@ class ASHA(_RungScheduler):
         reduction_factor: int = 3,
         mode: Mode = "max",
         num_trials: int | None = None,
+        brackets: int = 1,
     ) -> None:
         validate_arguments(min_resource, max_resource, reduction_factor, mode, num_trials)
         rungs = rung_steps(min_resource, max_resource, reduction_factor)
+        if isinstance(brackets, bool) or not isinstance(brackets, int) \
+                or not 1 <= brackets <= len(rungs):
+            raise ValueError(f"The value of brackets is {brackets!r}, but must be an int from 1 "
+                             f"to the number of rungs ({len(rungs)})")
         if num_trials is None:
             num_trials = reduction_factor ** (len(rungs) - 1)
         super().__init__(rungs, reduction_factor, mode, num_trials)
+        self.num_brackets = brackets
+        self._shares = entry_shares(len(rungs), reduction_factor, brackets)
+        self._entered = [0] * brackets   # new trials that entered at each rung
         self._keys: list[list[float]] = [[] for _ in rungs]
         self._candidates: list[list[tuple[float, int, str]]] = [[] for _ in rungs]
         self._arrivals = 0
@@ -98,6 +113,17 @@ class ASHA(_RungScheduler):
             raise ValueError("more trials can be admitted only once every admitted trial has "
                              "started and while admission is open")
         self.num_trials += num_trials
+
+    def _new_job(self, new_trial_id: str) -> Job | None:
+        if self._all_started():
+            return None
+        # The rung furthest behind its share (the most aggressive of equals): a function of
+        # the count alone, so a resumed sweep's replay enters every trial where it entered.
+        n = sum(self._entered) + 1
+        b = max(range(self.num_brackets),
+                key=lambda j: (self._shares[j] * n - self._entered[j], -j))
+        self._entered[b] += 1
+        return self._commit(Job(new_trial_id, self.rungs[b], bracket=b, new=True))
 
     def _record(self, trial_id: str, step: int, value: float | None) -> None:
         super()._record(trial_id, step, value)

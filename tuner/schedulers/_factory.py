@@ -25,10 +25,12 @@ def make_scheduler(
     first_reduction: int | None = None,
     early_promotion: bool = False,
     pasha: bool = False,
+    brackets: int = 1,
 ) -> Scheduler:
     """The scheduler named ``type``: one of "asha", "sha", "hyperband" (``first_reduction``:
     synchronous halving's first cut, and ``early_promotion``, "sha" only; ``pasha``: "asha"
-    only, its top rung grows as :class:`PASHA` decides).
+    only, its top rung grows as :class:`PASHA` decides; ``brackets``: "asha" only, the rungs
+    new trials enter at, as :class:`ASHA` says).
 
     >>> make_scheduler("asha", 1, 27, 3, "max", None).rungs
     [1, 3, 9, 27]
@@ -46,9 +48,15 @@ def make_scheduler(
     if pasha and type != "asha":
         raise ValueError(f"pasha is True, but only asynchronous halving ('asha') grows its top "
                          f"rung progressively, not {type!r}")
+    if brackets != 1 and (type != "asha" or pasha):
+        raise ValueError(f"brackets is {brackets!r}, but only asynchronous halving ('asha') "
+                         "without pasha enters trials at several rungs")
     if pasha:
         return PASHA(min_resource, max_resource, reduction_factor, mode, num_trials)
     if type == "sha":
         return SuccessiveHalving(min_resource, max_resource, reduction_factor, mode, num_trials,
                                  first_reduction, early_promotion=early_promotion)
+    if type == "asha":
+        return ASHA(min_resource, max_resource, reduction_factor, mode, num_trials,
+                    brackets=brackets)
     return _SCHEDULERS[type](min_resource, max_resource, reduction_factor, mode, num_trials)
