@@ -5,10 +5,10 @@ The sweep: ASHA (eta 3, rungs 1 .. R) over the task's n trials on a fixed local 
 workers at the benchmark's price per hour, ``max_failures: 0`` (a diverged curve fails the same
 way again), and what the variant sets (``VARIANTS``): ``elastune`` enters new trials at every
 rung in Hyperband's proportions (``scheduler.brackets`` = the number of rungs, asynchronous
-Hyperband), samples with ``bohb`` and leaves ``num_trials`` to the planner; the others are
-plain ASHA (one bracket) or those brackets, with ``tune()``'s default sampler, ``random``,
-``tpe`` or ``bohb``, or under PASHA (``scheduler.pasha``), over n trials or a chosen count. A
-trial's params are a point of the task's hyperparameter space
+Hyperband, whose default sampler is ``bohb``) and leaves ``num_trials`` to the planner; the
+others are plain ASHA (one bracket) or those brackets, with ``tune()``'s default sampler,
+``random``, ``tpe`` or ``bohb``, or under PASHA (``scheduler.pasha``), over n trials or a
+chosen count. A trial's params are a point of the task's hyperparameter space
 (``simulate(trial_params="hyperparameters")``: the columns of the recorded configurations, as
 the peers see them), and it replays the recorded configuration nearest to them; a task whose
 configurations have no varying column is replayed by index.
@@ -38,18 +38,18 @@ ALL_RUNGS = "all"
 DEFAULT = "elastune"
 RANDOM = "elastune ASHA random"
 VARIANTS: dict[str, dict[str, Any]] = {
-    # BOHB's search on asynchronous Hyperband, the count the planner's: what the docs
-    # recommend for the most accuracy per dollar.
-    DEFAULT: {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "bohb", "num_trials": None},
+    # Asynchronous Hyperband (so BOHB's sampler, tune()'s default there), the count the
+    # planner's: what the docs recommend for the most accuracy per dollar.
+    DEFAULT: {"scheduler": {"brackets": ALL_RUNGS}, "num_trials": None},
     "elastune ASHA": {},
     RANDOM: {"sampler": "random"},
     "elastune-tpe": {"sampler": "tpe"},
     "elastune-bohb": {"sampler": "bohb"},
     "elastune-pasha": {"scheduler": {"pasha": True}},
     "elastune-chosen": {"num_trials": None},
-    "elastune brackets": {"scheduler": {"brackets": ALL_RUNGS}},
+    "elastune brackets tpe": {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "tpe"},
     "elastune brackets random": {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "random"},
-    "elastune brackets bohb": {"scheduler": {"brackets": ALL_RUNGS}, "sampler": "bohb"},
+    "elastune brackets bohb": {"scheduler": {"brackets": ALL_RUNGS}},
 }
 
 

@@ -154,3 +154,14 @@ def test_a_stopped_sweep_with_brackets_resumes_where_it_stood(tmp_path):
     assert all(rows[t]["bracket"] == b and rows[t]["last_step"] >= step
                for t, (step, _, b) in before.items())
     assert Counter(r["bracket"] for r in rows.values()) == {0: 22, 1: 10, 2: 5, 3: 3}
+
+
+def test_brackets_sample_with_bohb_unless_the_sweep_names_a_sampler():
+    scheduler = {"type": "asha", "max_resource": 27}
+    assert load_sweep(base(scheduler={**scheduler, "brackets": 4})).sampler == "bohb"
+    assert load_sweep(base(scheduler=scheduler)).sampler == "tpe"
+    assert load_sweep(base(scheduler={**scheduler, "brackets": 4}, sampler="tpe")
+                      ).sampler == "tpe"
+    # The store keeps it (a resumed sweep samples as the first run).
+    spec = load_sweep(base(scheduler={**scheduler, "brackets": 4}))
+    assert spec.to_json_dict()["sampler"] == "bohb"
