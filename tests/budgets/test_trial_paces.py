@@ -80,7 +80,9 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial():
     assert slow.feasible and slow.inputs["paces"] == [[1.0, 2.0], [1.0, 1.0]]
     assert [(r.workers, r.start_s, r.end_s) for r in slow.rungs] == [
         (3, 500.0, 540.0), (1, 540.0, 600.0)]
-    assert slow.predicted_cost_usd == pytest.approx(0.180)     # 3 x 40 + 60 instance-seconds
+    # Billed: 3 x 20 s of mean waves, then only the slowest's instance, which goes on to
+    # stage 2 (the other two are let go): 60 + 20 + 60 instance-seconds.
+    assert slow.predicted_cost_usd == pytest.approx(0.140)
     # The finalist 1.5x slower: 90 s for stage 2, which no cluster can shorten.
     late = plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (1.5, 1.5)], **kw)
     assert not late.feasible and late.predicted_wall_s == 610.0
