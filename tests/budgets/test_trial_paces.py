@@ -17,7 +17,9 @@ from budgets import (
     ReplanView,
     TrialPaces,
     list_makespan,
+    plan_cost_min,
     plan_remaining,
+    plan_static,
     slowest_first,
     stage_paces,
 )
@@ -90,6 +92,31 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial():
         plan_remaining(shape, profile, GPU, 600.0, paces=[(2.0, 1.0)], **kw)
     with pytest.raises(ValueError, match=r"paces\[1\]"):
         plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (0.0, 1.0)], **kw)
+
+
+def test_a_wide_pace_spread_times_stages_by_the_slowest_but_bills_the_mean():
+    # A carried profile whose slowest of 9 trials trains 3x the mean and of 3 trials 2.25x:
+    # rungs 1/3/9 (segments of 10, 20 and 60 s at the mean pace), no boot, no billing minimum,
+    # a deadline only the widest plan meets (9, 3 and 1 instances).
+    shape = JobShape(9, 1, 9, 3)
+    spread = Profile(10.0, boot=BootLatency.fixed(0), pace_quantiles=((0.5, 1.0), (0.9, 3.0)))
+    plan = plan_cost_min(shape, spread, GPU, 135.0, billing_minimum_s=0)
+    assert plan.feasible
+    # Each stage lasts until its slowest trial ends: 3 x 10, 2.25 x 20 and 60 s ...
+    assert [(r.workers, r.end_s - r.start_s) for r in plan.rungs] == [
+        (9, 30.0), (3, 45.0), (1, 60.0)]
+    # ... but the other trials end at the mean pace and their instances go (the next stage's
+    # boot again, at no cost here): the mean-pace work, 9 x 10 + 3 x 20 + 60 instance-seconds,
+    # and the slowest's excess on its one instance, 20 + 25. Billing every instance until the
+    # slowest ended made it 9 x 30 + 3 x 45 + 60 = 465.
+    assert plan.predicted_cost_usd == pytest.approx((210 + 45) * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in plan.timeline] == [
+        (0.0, 9), (10.0, 1), (30.0, 3), (50.0, 1), (135.0, 0)]
+    # A fixed cluster holds all of its instances through every stage's end.
+    fixed = plan_static(shape, spread, GPU, 9, billing_minimum_s=0)
+    assert fixed.predicted_wall_s == 135.0
+    assert fixed.predicted_cost_usd == pytest.approx(9 * 135 * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in fixed.timeline] == [(0.0, 9), (135.0, 0)]
 
 
 def test_slowest_first_only_where_it_ends_the_stage_sooner():
