@@ -10,7 +10,9 @@ problem of SEER (Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud", So
 the job shape too, as many trials as both budgets allow.
 
 The model bills each instance per second over its whole life (boot included, at least the
-billing minimum) and times each stage in whole waves of its trials; it is solved exactly by a
+billing minimum) and times each stage in whole waves of its trials, ending with its slowest
+trial, whose excess over the mean pace holds only its own instance and those the next stage
+needs (the sweep lets the others go as their trials end); it is solved exactly by a
 dynamic program over the stages whose candidates include every static cluster, so a plan is
 never dearer than a static one that meets the same deadline. Hand-written because no
 maintained library solves this: Ray Tune and Syne Tune schedule trials on a given cluster, and
@@ -558,10 +560,11 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     stages: (1, 1)). Trials differ (a wider network trains slower, and successive halving may
     favour it), and a synchronous stage ends with its slowest trial: a stage of ``m`` trials
     on ``w`` slots takes ``max(ceil(m / w) * mean, (ceil(m / w) - 1) * mean + slowest)``
-    profiled segments (its slowest trial may go out in the last wave). A stage ``paces`` does
-    not give is (1, ``profile.slowest_pace(m)``): as alike as the mean without the profile's
-    ``pace_quantiles`` (after the sweep's first stage, its ``promoted_pace_quantiles`` where
-    it has them).
+    profiled segments (its slowest trial may go out in the last wave); past the mean waves
+    only the slowest's instance, and those the next stage needs, are billed. A stage
+    ``paces`` does not give is (1, ``profile.slowest_pace(m)``): as alike as the mean without
+    the profile's ``pace_quantiles`` (after the sweep's first stage, its
+    ``promoted_pace_quantiles`` where it has them).
 
     Returns:
         A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and
@@ -653,7 +656,8 @@ def plan_static(shape: JobShape, profile: Profile, instance: InstanceType, worke
                 billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
                 straggler: float = 0.0, deadline_s: float | None = None) -> Plan:
     """The same model with ``workers`` instances for the whole job (the baseline RubberBand
-    compares with); ``feasible`` says whether it ends by ``deadline_s``."""
+    compares with), every one held until each stage's slowest trial ends; ``feasible`` says
+    whether it ends by ``deadline_s``."""
     started = time.perf_counter()
     deadline = _deadline(deadline_s)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
