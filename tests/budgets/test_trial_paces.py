@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -112,6 +113,15 @@ def test_a_wide_pace_spread_times_stages_by_the_slowest_but_bills_the_mean():
     assert plan.predicted_cost_usd == pytest.approx((210 + 45) * GPU.on_demand_per_hour / 3600)
     assert [(p.t_s, p.workers) for p in plan.timeline] == [
         (0.0, 9), (10.0, 1), (30.0, 3), (50.0, 1), (135.0, 0)]
+    # With a 100 s boot, a tail shorter than 2.5 boots holds the next stage's instances: 3
+    # of stage 0's 9 wait 20 s for its slowest (boots 9 x 100 instance-seconds).
+    booted = replace(spread, boot=BootLatency.fixed(100))
+    plan = plan_cost_min(shape, booted, GPU, 235.0, billing_minimum_s=0)
+    assert plan.feasible and [r.workers for r in plan.rungs] == [9, 3, 1]
+    assert plan.predicted_cost_usd == pytest.approx(
+        (900 + 90 + 3 * 20 + 60 + 25 + 60) * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in plan.timeline] == [
+        (0.0, 9), (110.0, 3), (150.0, 1), (235.0, 0)]
     # A fixed cluster holds all of its instances through every stage's end.
     fixed = plan_static(shape, spread, GPU, 9, billing_minimum_s=0)
     assert fixed.predicted_wall_s == 135.0
