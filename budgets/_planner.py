@@ -10,7 +10,9 @@ problem of SEER (Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud", So
 the job shape too, as many trials as both budgets allow.
 
 The model bills each instance per second over its whole life (boot included, at least the
-billing minimum) and times each stage in whole waves of its trials; it is solved exactly by a
+billing minimum) and times each stage in whole waves of its trials, ending with its slowest
+trial, whose excess over the mean pace holds only its own instance and those the next stage
+needs (the sweep lets the others go as their trials end); it is solved exactly by a
 dynamic program over the stages whose candidates include every static cluster, so a plan is
 never dearer than a static one that meets the same deadline. Hand-written because no
 maintained library solves this: Ray Tune and Syne Tune schedule trials on a given cluster, and
@@ -41,6 +43,7 @@ from budgets._ledger import DEFAULT_MINIMUM_S
 from budgets._plan import Plan, RungPlan, TimelinePoint
 from budgets._prices import InstanceType
 from budgets._profile import Profile
+from budgets._scaling import RELAUNCH_LEAD, RELEASE_MARGIN
 
 __all__ = [
     "JobShape",
@@ -91,10 +94,19 @@ class _Job:
     boot: int
     minimum: float
     max_workers: int | None
-    _durations: dict[tuple[int, int, int], int]
+    _durations: dict[tuple[int, int, int], tuple[int, int]]
     live: int = 0                       # instances up as stage 0 starts (a re-plan's)
 
     def duration(self, k: int, g: int, w: int) -> int:
+        return self.timing(k, g, w)[0]
+
+    def tail(self, k: int, g: int, w: int) -> int:
+        """Seconds of stage k's end that only its slowest trial trains: past the waves at
+        the mean pace (see :meth:`timing`)."""
+        return self.timing(k, g, w)[1]
+
+    def timing(self, k: int, g: int, w: int) -> tuple[int, int]:
+        """(seconds, tail seconds) of stage k on ``w`` instances with ``g`` GPUs per trial."""
         key = (k, g, w)
         t = self._durations.get(key)
         if t is None:
@@ -114,9 +126,23 @@ class _Job:
                 if one > 0:
                     m = max(1, m - int(self.live * self.tpw[g] * self.boot / one))
             waves = -(-m // (w * self.tpw[g]))
-            t = self._durations[key] = _whole(max(waves * mean, (waves - 1) * mean + slowest)
-                                              * self.segment[k][g] * self.factor)
+            whole = _whole(max(waves * mean, (waves - 1) * mean + slowest)
+                           * self.segment[k][g] * self.factor)
+            # The other trials end with the mean waves: past them, only the slowest's instance
+            # is at work (the sweep lets the others go, or holds them for the next stage).
+            body = whole if slowest <= mean else \
+                min(whole, _whole(waves * mean * self.segment[k][g] * self.factor))
+            t = self._durations[key] = (whole, whole - body)
         return t
+
+    def held_in_tail(self, tail: int, w: int, w_next: int) -> int:
+        """Instances billed through a stage's tail of ``tail`` seconds on ``w``, before
+        ``w_next`` take the next stage (0: none follows), as :class:`FollowPlan` holds them:
+        the slowest's own, and those the next stage needs unless its work is more than
+        ``RELAUNCH_LEAD + RELEASE_MARGIN`` boots off (they go, and boot again for it)."""
+        if w_next < 1 or tail > (RELAUNCH_LEAD + RELEASE_MARGIN) * self.boot:
+            return min(w, 1)
+        return min(w, max(w_next, 1))
 
     def candidates(self, k: int, g: int) -> list[int]:
         """Worker counts worth trying for stage k with g GPUs per trial (see the module doc)."""
@@ -214,10 +240,24 @@ def _start_delay(job: _Job, live: int, w: int) -> int:
     return job.boot if w > live else 0
 
 
-def _evaluate(job: _Job, choice: Sequence[tuple[int, int]],
-              live: int = 0) -> tuple[int, float, list[int]]:
+def _tail(job: _Job, k: int, w: int, g: int, w_next: int, cost: float,
+          young: _Young) -> tuple[float, _Young, int]:
+    """Bill stage k's tail (on ``w`` instances, ``w_next`` to follow; 0: none): (cost, young,
+    instances held at its end). Without a tail, nothing changes and all ``w`` are held."""
+    tail = job.tail(k, g, w)
+    if not tail:
+        return cost, young, w
+    held = job.held_in_tail(tail, w, w_next)
+    cost, young = _advance(w, young, cost, held, tail, job.boot, job.minimum)
+    return cost, young, held
+
+
+def _evaluate(job: _Job, choice: Sequence[tuple[int, int]], live: int = 0, *,
+              hold: bool = False) -> tuple[int, float, list[int]]:
     """(wall seconds, instance-seconds billed, stage seconds) of a (workers, gpus) per stage,
-    starting with ``live`` instances up (past their billing minimum)."""
+    starting with ``live`` instances up (past their billing minimum). Each stage's tail (its
+    slowest trial's time past the mean waves) bills only the instances :meth:`_Job.held_in_tail`
+    keeps; ``hold``: a fixed cluster, which bills every instance through it."""
     elapsed, cost, young, w_prev = 0, 0.0, (), live
     times = []
     for k, (w, g) in enumerate(choice):
@@ -225,11 +265,16 @@ def _evaluate(job: _Job, choice: Sequence[tuple[int, int]],
             delay = _start_delay(job, live, w)
             elapsed += delay
             cost += live * delay  # the live ones wait (billed) for the new ones to boot
+        elif not hold:
+            cost, young, w_prev = _tail(job, k - 1, *choice[k - 1], w, cost, young)
         t = job.duration(k, g, w)
-        cost, young = _advance(w_prev, young, cost, w, t, job.boot, job.minimum)
+        body = t if hold else t - job.tail(k, g, w)
+        cost, young = _advance(w_prev, young, cost, w, body, job.boot, job.minimum)
         elapsed += t
         times.append(t)
         w_prev = w
+    if choice and not hold:
+        cost, young, _ = _tail(job, len(choice) - 1, *choice[-1], 0, cost, young)
     return elapsed, cost, times
 
 
@@ -301,28 +346,37 @@ def _solve(job: _Job, deadline: float, bound: float,
     for k in range(n - 1, -1, -1):
         rest_time[k] = rest_time[k + 1] + job.fastest(k)
         rest_work[k] = rest_work[k + 1] + job.work_lower_bound(k)
-    states: dict[int, list[_State]] = {live: [(0, 0.0, (), 0.0, None)]}
+    # Frontiers by (instances, tail seconds) of the stage just planned: its tail is billed
+    # once the next stage's count is chosen (:func:`_tail`), so only states alike in both
+    # face the same future.
+    states: dict[tuple[int, int], list[_State]] = {(live, 0): [(0, 0.0, (), 0.0, None)]}
     for k in range(n):
         later_t, later_w = rest_time[k + 1], rest_work[k + 1]
-        nxt: dict[int, list[_State]] = {}
+        nxt: dict[tuple[int, int], list[_State]] = {}
         offered = {g: job.candidates(k, g) for g in job.options}
         moves = [(g, w, job.duration(k, g, w)) for g, ws in offered.items() for w in ws]
-        for w_prev, frontier in states.items():
+        last = k == n - 1
+        for (w_prev, tail), frontier in states.items():
             hold = [(g, w_prev, job.duration(k, g, w_prev)) for g, ws in offered.items()
                     if w_prev and w_prev not in ws]
             for g, w, t in moves + hold:
-                bucket = nxt.setdefault(w, [])
+                own = job.tail(k, g, w)
+                bucket = nxt.setdefault((w, own), [])
                 d = _start_delay(job, w_prev, w) if k == 0 else 0
                 for elapsed, cost, young, _, path in frontier:  # sorted by elapsed
                     if elapsed + d + t + later_t > limit:
                         break
-                    c, y = _advance(w_prev, young, cost + w_prev * d, w, t, job.boot,
-                                    job.minimum)
+                    c, y, held = cost + w_prev * d, young, w_prev
+                    if tail:
+                        c, y, held = _tail(job, k - 1, w_prev, path[1], w, c, y)
+                    c, y = _advance(held, y, c, w, t - own, job.boot, job.minimum)
+                    if last and own:
+                        c, y, _ = _tail(job, k, w, g, 0, c, y)
                     credit = _credit(y, job.minimum) if y else 0.0
                     if c - credit + later_w > bound + _EPS:
                         continue
                     bucket.append((elapsed + d + t, c, y, credit, (w, g, path)))
-        states = {w: _prune(b, job.minimum) for w, b in nxt.items() if b}
+        states = {key: _prune(b, job.minimum) for key, b in nxt.items() if b}
     finals = [s for frontier in states.values() for s in frontier]
     if not finals:
         return [], 0, math.inf
@@ -334,17 +388,28 @@ def _solve(job: _Job, deadline: float, bound: float,
     return choice[::-1], elapsed, cost
 
 
-def _timeline(job: _Job, workers: list[int], starts: list[int], end: int, name: str,
-              spot: bool) -> list[TimelinePoint]:
+def _timeline(job: _Job, choice: Sequence[tuple[int, int]], starts: list[int], end: int,
+              name: str, spot: bool, hold: bool = False) -> list[TimelinePoint]:
     """Instances held (booting ones included) from each ``t_s`` on; scale-ups are launched
-    ``boot`` seconds before their stage, so the autoscaler can follow the points as they are."""
+    ``boot`` seconds before their stage, so the autoscaler can follow the points as they are.
+    In a stage's tail (not ``hold``) only :meth:`_Job.held_in_tail` of them are held."""
+    workers = [w for w, _ in choice]
     delta: dict[int, int] = {0: workers[0]}
-    for k in range(1, len(workers)):
-        change = workers[k] - workers[k - 1]
-        if change:
-            at = starts[k] - job.boot if change > 0 else starts[k]
-            delta[at] = delta.get(at, 0) + change
-    delta[end] = delta.get(end, 0) - workers[-1]
+    before = workers[0]   # held as each stage ends
+    for k, (w, g) in enumerate(choice):
+        if k:
+            change = w - before
+            if change:
+                at = starts[k] - job.boot if change > 0 else starts[k]
+                delta[at] = delta.get(at, 0) + change
+        tail = 0 if hold else job.tail(k, g, w)
+        before = w
+        if tail:
+            before = job.held_in_tail(tail, w, workers[k + 1] if k + 1 < len(workers) else 0)
+            stop = end if k + 1 == len(workers) else starts[k + 1]
+            if before < w:
+                delta[stop - tail] = delta.get(stop - tail, 0) + before - w
+    delta[end] = delta.get(end, 0) - before
     points, held = [], 0
     for t in sorted(delta):
         if delta[t] or t == 0:
@@ -356,11 +421,11 @@ def _timeline(job: _Job, workers: list[int], starts: list[int], end: int, name: 
 def _plan(shape: JobShape, job: _Job, instance: InstanceType, spot: bool,
           choice: Sequence[tuple[int, int]], *, deadline: float, planner: str, reason: str,
           started: float, extra: dict[str, Any] | None = None, live: int = 0,
-          first: int = 0, offset: float = 0.0) -> Plan:
+          first: int = 0, offset: float = 0.0, hold: bool = False) -> Plan:
     """The plan of ``choice`` for stages ``first..`` of ``shape`` (all of ``job``), starting
     ``offset`` seconds into the sweep with ``live`` instances up; times are from the sweep's
     start, costs from ``offset`` on."""
-    wall, cost, times = _evaluate(job, choice, live)
+    wall, cost, times = _evaluate(job, choice, live, hold=hold)
     delay = _start_delay(job, live, choice[0][0]) if choice else 0
     starts = [delay + sum(times[:k]) for k in range(len(times))]
     rungs = shape.rungs()
@@ -368,7 +433,7 @@ def _plan(shape: JobShape, job: _Job, instance: InstanceType, spot: bool,
                            float(offset + starts[k]), float(offset + starts[k] + times[k]))
                   for k, (w, g) in enumerate(choice)]
     timeline = [replace(p, t_s=p.t_s + offset) for p in
-                _timeline(job, [w for w, _ in choice], starts, wall, instance.name, spot)]
+                _timeline(job, choice, starts, wall, instance.name, spot, hold)]
     price = instance.hourly(spot)
     inputs = {
         "shape": shape.to_json(),
@@ -495,10 +560,11 @@ def plan_remaining(shape: JobShape, profile: Profile, instance: InstanceType,
     stages: (1, 1)). Trials differ (a wider network trains slower, and successive halving may
     favour it), and a synchronous stage ends with its slowest trial: a stage of ``m`` trials
     on ``w`` slots takes ``max(ceil(m / w) * mean, (ceil(m / w) - 1) * mean + slowest)``
-    profiled segments (its slowest trial may go out in the last wave). A stage ``paces`` does
-    not give is (1, ``profile.slowest_pace(m)``): as alike as the mean without the profile's
-    ``pace_quantiles`` (after the sweep's first stage, its ``promoted_pace_quantiles`` where
-    it has them).
+    profiled segments (its slowest trial may go out in the last wave); past the mean waves
+    only the slowest's instance, and those the next stage needs, are billed. A stage
+    ``paces`` does not give is (1, ``profile.slowest_pace(m)``): as alike as the mean without
+    the profile's ``pace_quantiles`` (after the sweep's first stage, its
+    ``promoted_pace_quantiles`` where it has them).
 
     Returns:
         A plan whose rungs keep their indices in ``shape`` and whose times (rung starts and
@@ -590,7 +656,8 @@ def plan_static(shape: JobShape, profile: Profile, instance: InstanceType, worke
                 billing_minimum_s: float = DEFAULT_MINIMUM_S, boot_s: float | None = None,
                 straggler: float = 0.0, deadline_s: float | None = None) -> Plan:
     """The same model with ``workers`` instances for the whole job (the baseline RubberBand
-    compares with); ``feasible`` says whether it ends by ``deadline_s``."""
+    compares with), every one held until each stage's slowest trial ends; ``feasible`` says
+    whether it ends by ``deadline_s``."""
     started = time.perf_counter()
     deadline = _deadline(deadline_s)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -598,12 +665,12 @@ def plan_static(shape: JobShape, profile: Profile, instance: InstanceType, worke
     job = _job(shape, profile, instance, gpus_per_trial, None, straggler, boot_s,
                billing_minimum_s, None)
     choice = [(workers, gpus_per_trial)] * len(job.sizes)
-    wall, _, _ = _evaluate(job, choice)
+    wall, _, _ = _evaluate(job, choice, hold=True)
     reason = "" if wall <= deadline + _EPS else (
         f"{workers} instance(s) of {instance.name} take {wall} s, more than the deadline of "
         f"{deadline:g} s")
     return _plan(shape, job, instance, spot, choice, deadline=deadline, planner="static",
-                 reason=reason, started=started)
+                 reason=reason, started=started, hold=True)
 
 
 def choose_instance(shape: JobShape, profile: Profile, pricebook_types: Sequence[InstanceType],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,9 @@ from budgets import (
     ReplanView,
     TrialPaces,
     list_makespan,
+    plan_cost_min,
     plan_remaining,
+    plan_static,
     slowest_first,
     stage_paces,
 )
@@ -80,7 +83,9 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial():
     assert slow.feasible and slow.inputs["paces"] == [[1.0, 2.0], [1.0, 1.0]]
     assert [(r.workers, r.start_s, r.end_s) for r in slow.rungs] == [
         (3, 500.0, 540.0), (1, 540.0, 600.0)]
-    assert slow.predicted_cost_usd == pytest.approx(0.180)     # 3 x 40 + 60 instance-seconds
+    # Billed: 3 x 20 s of mean waves, then only the slowest's instance, which goes on to
+    # stage 2 (the other two are let go): 60 + 20 + 60 instance-seconds.
+    assert slow.predicted_cost_usd == pytest.approx(0.140)
     # The finalist 1.5x slower: 90 s for stage 2, which no cluster can shorten.
     late = plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (1.5, 1.5)], **kw)
     assert not late.feasible and late.predicted_wall_s == 610.0
@@ -88,6 +93,40 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial():
         plan_remaining(shape, profile, GPU, 600.0, paces=[(2.0, 1.0)], **kw)
     with pytest.raises(ValueError, match=r"paces\[1\]"):
         plan_remaining(shape, profile, GPU, 600.0, paces=[(1.0, 1.0), (0.0, 1.0)], **kw)
+
+
+def test_a_wide_pace_spread_times_stages_by_the_slowest_but_bills_the_mean():
+    # A carried profile whose slowest of 9 trials trains 3x the mean and of 3 trials 2.25x:
+    # rungs 1/3/9 (segments of 10, 20 and 60 s at the mean pace), no boot, no billing minimum,
+    # a deadline only the widest plan meets (9, 3 and 1 instances).
+    shape = JobShape(9, 1, 9, 3)
+    spread = Profile(10.0, boot=BootLatency.fixed(0), pace_quantiles=((0.5, 1.0), (0.9, 3.0)))
+    plan = plan_cost_min(shape, spread, GPU, 135.0, billing_minimum_s=0)
+    assert plan.feasible
+    # Each stage lasts until its slowest trial ends: 3 x 10, 2.25 x 20 and 60 s ...
+    assert [(r.workers, r.end_s - r.start_s) for r in plan.rungs] == [
+        (9, 30.0), (3, 45.0), (1, 60.0)]
+    # ... but the other trials end at the mean pace and their instances go (the next stage's
+    # boot again, at no cost here): the mean-pace work, 9 x 10 + 3 x 20 + 60 instance-seconds,
+    # and the slowest's excess on its one instance, 20 + 25. Billing every instance until the
+    # slowest ended made it 9 x 30 + 3 x 45 + 60 = 465.
+    assert plan.predicted_cost_usd == pytest.approx((210 + 45) * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in plan.timeline] == [
+        (0.0, 9), (10.0, 1), (30.0, 3), (50.0, 1), (135.0, 0)]
+    # With a 100 s boot, a tail shorter than 2.5 boots holds the next stage's instances: 3
+    # of stage 0's 9 wait 20 s for its slowest (boots 9 x 100 instance-seconds).
+    booted = replace(spread, boot=BootLatency.fixed(100))
+    plan = plan_cost_min(shape, booted, GPU, 235.0, billing_minimum_s=0)
+    assert plan.feasible and [r.workers for r in plan.rungs] == [9, 3, 1]
+    assert plan.predicted_cost_usd == pytest.approx(
+        (900 + 90 + 3 * 20 + 60 + 25 + 60) * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in plan.timeline] == [
+        (0.0, 9), (110.0, 3), (150.0, 1), (235.0, 0)]
+    # A fixed cluster holds all of its instances through every stage's end.
+    fixed = plan_static(shape, spread, GPU, 9, billing_minimum_s=0)
+    assert fixed.predicted_wall_s == 135.0
+    assert fixed.predicted_cost_usd == pytest.approx(9 * 135 * GPU.on_demand_per_hour / 3600)
+    assert [(p.t_s, p.workers) for p in fixed.timeline] == [(0.0, 9), (135.0, 0)]
 
 
 def test_slowest_first_only_where_it_ends_the_stage_sooner():
