@@ -31,9 +31,11 @@ def entry_shares(rungs: int, reduction_factor: int, brackets: int) -> list[float
     [1.0]
     """
     s_max = rungs - 1
-    sizes = [math.ceil((s_max + 1) * reduction_factor ** (s_max - b) / (s_max - b + 1))
+    # (integer ceilings: a huge reduction factor's powers are exact where floats overflow)
+    sizes = [-(-(s_max + 1) * reduction_factor ** (s_max - b) // (s_max - b + 1))
              for b in range(brackets)]
-    return [n / sum(sizes) for n in sizes]
+    total = sum(sizes)
+    return [n / total for n in sizes]
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class JobShape:
     def _bracketed_sizes(self) -> list[int]:
         eta, stages = self.reduction_factor, len(self.rungs())
         entered = [p * self.num_trials for p in entry_shares(stages, eta, self.brackets)]
-        return [max(1, math.floor(sum(n if k <= b else n / eta ** (k - b)
+        return [max(1, math.floor(sum(n if k <= b else n * (1 / eta ** (k - b))
                                       for b, n in enumerate(entered)) + 1e-9))
                 for k in range(stages)]
 

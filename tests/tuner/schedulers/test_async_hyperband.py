@@ -165,3 +165,11 @@ def test_brackets_sample_with_bohb_unless_the_sweep_names_a_sampler():
     # The store keeps it (a resumed sweep samples as the first run).
     spec = load_sweep(base(scheduler={**scheduler, "brackets": 4}))
     assert spec.to_json_dict()["sampler"] == "bohb"
+
+
+def test_a_huge_reduction_factor_plans_and_schedules_without_overflow():
+    # (found by the bad-input fuzz: a reduction factor of 10**400 overflowed a float)
+    eta = 10**400
+    assert entry_shares(2, eta, 1) == [1.0] and entry_shares(2, eta, 2) == [1.0, 0.0]
+    assert JobShape(40, 1, 3, eta, brackets=2).stage_sizes() == [40, 1]
+    assert ASHA(1, 3, eta, "max", 4, brackets=2).next_job("t0").to_step == 1
