@@ -63,3 +63,25 @@ def drive_journaled(scheduler, store, values, stop_after):
             scheduler.on_rung(done.trial_id, done.to_step, v)
         calls += 1
     return running
+
+
+def sim_controller(spec, store, settings, *, chosen: bool = False, prior=(0.0, 0.0),
+                   observer=None):
+    """A controller for ``spec`` over ``store`` on a fresh simulated world of ``Synth``
+    curves and local $3.6/h workers, built as ``resume`` builds one (``chosen``: the count
+    is the planner's, as the first run's store says); with its provider and executor."""
+    from pathlib import Path
+
+    from tuner._build import Parts, build_controller
+    from tuner._planning import plan_for
+    from tuner.sim import SimInstanceType
+    from tuner.sim._simulate import world
+
+    itype = SimInstanceType("local", slots=1, on_demand_per_hour=3.6)
+    clock, provider, executor = world(Synth(n=81), itype, metric="acc", markets=False,
+                                      boot_s=lambda rng: 0.0)
+    parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
+                  settings=settings, trainable="simulated", checkpoint_root=Path("/none"),
+                  instance_type="local", observer=observer)
+    return build_controller(spec, plan_for(spec), parts, experiment_id="sim", chosen=chosen,
+                            prior=prior), provider, executor

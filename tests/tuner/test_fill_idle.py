@@ -7,18 +7,16 @@ before."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from tests._sims import Synth
-from tuner._build import Parts, build_controller, shaped
+from tests._sims import Synth, sim_controller
+from tuner._build import shaped
 from tuner._journal import RestoreError, replay
-from tuner._planning import plan_for
 from tuner._store import Store
 from tuner.schedulers import ASHA, PASHA, SuccessiveHalving
-from tuner.sim import SIM_SETTINGS, SimInstanceType, simulate
-from tuner.sim._simulate import run_to_end, simulated_sweep, world
+from tuner.sim import SIM_SETTINGS, simulate
+from tuner.sim._simulate import run_to_end, simulated_sweep
 
 # Synth's steps take 10 s; the profile says 20 s, so the planner's count runs out before
 # the budget does, and the last promotions would train with workers idle beside them.
@@ -134,20 +132,6 @@ def test_a_finite_space_bounds_what_is_admitted():
     assert run.outcome.reason == "done" and run.budget_respected
 
 
-def _build(spec, store: Store, settings, prior=(0.0, 0.0), observer=None):
-    """A controller for ``spec`` over ``store`` on a fresh simulated world, built as
-    ``resume`` builds one: the stored (chosen) count, ``chosen`` from the first run."""
-    plan = plan_for(spec)
-    itype = SimInstanceType("local", slots=1, on_demand_per_hour=3.6)
-    clock, provider, executor = world(Synth(n=81), itype, metric="acc", markets=False,
-                                      boot_s=lambda rng: 0.0)
-    parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
-                  settings=settings, trainable="simulated", checkpoint_root=Path("/none"),
-                  instance_type="local", observer=observer)
-    return build_controller(spec, plan, parts, experiment_id="sim", chosen=True,
-                            prior=prior), provider, executor
-
-
 def test_a_stopped_chosen_count_sweep_replays_its_admissions_on_resume(tmp_path):
     stop_file = tmp_path / "STOP"
     settings = replace(SIM_SETTINGS, stop_file=stop_file)
@@ -161,7 +145,8 @@ def test_a_stopped_chosen_count_sweep_replays_its_admissions_on_resume(tmp_path)
         if snapshot["total"] > spec.num_trials + 3:
             stop_file.touch()
 
-    first, provider, executor = _build(spec, store, settings, observer=stop_once_filling)
+    first, provider, executor = sim_controller(spec, store, settings, chosen=True,
+                                               observer=stop_once_filling)
     stopped = run_to_end(first, settings, True, provider, executor)
     assert stopped.outcome.reason == "requested"
     before = {r["trial_id"]: (r["last_step"], r["value"], r["state"]) for r in
@@ -172,8 +157,8 @@ def test_a_stopped_chosen_count_sweep_replays_its_admissions_on_resume(tmp_path)
     assert admitted > 0 and started == spec.num_trials + admitted
     stop_file.unlink()
 
-    second, provider, executor = _build(spec, store, settings,
-                                        prior=(stopped.spend_usd, stopped.wall_s))
+    second, provider, executor = sim_controller(spec, store, settings, chosen=True,
+                                                prior=(stopped.spend_usd, stopped.wall_s))
     assert second.restore() == started
     # The rebuilt scheduler admits what the stopped run had: the count and the admissions.
     assert second.journaled.total_trials == started

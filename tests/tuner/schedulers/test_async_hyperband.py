@@ -6,21 +6,19 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from budgets import JobShape, entry_shares
-from tests._sims import Synth
+from tests._sims import Synth, sim_controller
 from tests.tuner.test_config import base, raises
 from tuner import load_sweep
-from tuner._build import Parts, build_controller
 from tuner._journal import RestoreError, replay
 from tuner._planning import plan_for
 from tuner._store import Store
 from tuner.schedulers import ASHA, make_scheduler
-from tuner.sim import SIM_SETTINGS, SimInstanceType, simulate
-from tuner.sim._simulate import run_to_end, simulated_sweep, world
+from tuner.sim import SIM_SETTINGS, simulate
+from tuner.sim._simulate import run_to_end, simulated_sweep
 
 SWEEP = {"scheduler": {"type": "asha", "min_resource": 1, "max_resource": 27,
                        "reduction_factor": 3, "brackets": 4},
@@ -113,19 +111,6 @@ def test_a_chosen_count_plans_the_work_of_trials_entering_later_rungs():
     assert run.budget_respected and len({r["bracket"] for r in run.store.trial_rows()}) == 4
 
 
-def _build(spec, store: Store, settings, prior=(0.0, 0.0), observer=None):
-    """A controller for ``spec`` over ``store`` on a fresh simulated world, as ``resume``
-    builds one."""
-    itype = SimInstanceType("local", slots=1, on_demand_per_hour=3.6)
-    clock, provider, executor = world(Synth(n=81), itype, metric="acc", markets=False,
-                                      boot_s=lambda rng: 0.0)
-    parts = Parts(clock=clock, executor=executor, provider=provider, store=store,
-                  settings=settings, trainable="simulated", checkpoint_root=Path("/none"),
-                  instance_type="local", observer=observer)
-    return build_controller(spec, plan_for(spec), parts, experiment_id="sim",
-                            prior=prior), provider, executor
-
-
 def test_a_stopped_sweep_with_brackets_resumes_where_it_stood(tmp_path):
     stop_file = tmp_path / "STOP"
     settings = replace(SIM_SETTINGS, stop_file=stop_file)
@@ -137,14 +122,14 @@ def test_a_stopped_sweep_with_brackets_resumes_where_it_stood(tmp_path):
         if snapshot["total"] >= 20:
             stop_file.touch()
 
-    first, provider, executor = _build(spec, store, settings, observer=stop_midway)
+    first, provider, executor = sim_controller(spec, store, settings, observer=stop_midway)
     stopped = run_to_end(first, settings, False, provider, executor)
     assert stopped.outcome.reason == "requested"
     before = {r["trial_id"]: (r["last_step"], r["value"], r["bracket"])
               for r in store.query("SELECT * FROM trials")}
     stop_file.unlink()
-    second, provider, executor = _build(spec, store, settings,
-                                        prior=(stopped.spend_usd, stopped.wall_s))
+    second, provider, executor = sim_controller(spec, store, settings,
+                                                prior=(stopped.spend_usd, stopped.wall_s))
     assert second.restore() == len(before)
     resumed = run_to_end(second, settings, False, provider, executor)
     assert resumed.outcome.reason == "done"
